@@ -1,0 +1,45 @@
+# Strand — one entry point for setting up, running, testing and measuring.
+# Every target installs what it needs first, so a fresh clone needs only
+# python3 (with venv and pip), make and git.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test test-fast lint bench clean help
+
+help:
+	@echo "make run    - show the log engine working (the local cluster arrives with the next issue)"
+	@echo "make test   - install everything and run the whole test suite"
+	@echo "make lint   - ruff and mypy"
+	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
+
+$(STAMP): pyproject.toml
+	@echo ">>> creating the Python virtual environment in $(VENV) and installing Strand with its dev tools"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	@$(PY) -m strand.log.demo
+
+test: setup
+	@echo ">>> running the test suite"
+	@$(PY) -m pytest -q
+
+test-fast: setup
+	@$(PY) -m pytest -q -m "not slow"
+
+lint: setup
+	@$(VENV)/bin/ruff check strand bench tests
+	@$(VENV)/bin/mypy
+
+bench: setup
+	@$(PY) bench/log_bench.py --json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

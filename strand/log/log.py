@@ -1,0 +1,553 @@
+"""The partition log: an ordered list of segments with offsets, epochs and checkpoints.
+
+Thread-safety: every mutation holds the log's lock. Reads take no lock: they work on
+a snapshot of the segment list (replaced, never mutated in place) and bound
+themselves by the log end offset read before they start, so a concurrent append
+or roll never shows them a half-written batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from strand.errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from strand.log.checkpoint import CLEAN_SHUTDOWN_FILE, OffsetCheckpoint
+from strand.log.config import LogConfig
+from strand.log.files import fsync_directory
+from strand.log.leader_epoch import LeaderEpochCache
+from strand.log.loader import load_segments
+from strand.log.retention import deletable_prefix
+from strand.log.segment import Buffer, LogSegment
+from strand.records.batch import (
+    MAGIC_POS,
+    BatchHeader,
+    TimestampType,
+    set_log_append_time,
+    split_batches,
+    stamp,
+    stamped_prefix,
+)
+from strand.records.reader import RecordBatch
+
+log = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    record_count: int
+    batch_count: int
+    size_bytes: int
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        checkpoint: OffsetCheckpoint,
+        epochs: LeaderEpochCache,
+        clock: Callable[[], int],
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.leader_epochs = epochs
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._set_segments(segments)
+        self._next_offset = segments[-1].next_offset
+        self._log_start_offset = max(checkpoint.log_start_offset, segments[0].base_offset)
+        self._log_start_offset = min(self._log_start_offset, self._next_offset)
+        self._high_watermark = min(max(checkpoint.high_watermark, self._log_start_offset),
+                                   self._next_offset)
+        self._recovery_point = min(checkpoint.recovery_point, self._next_offset)
+        self.cleaner_offset = min(max(checkpoint.cleaner_offset, self._log_start_offset),
+                                  self._next_offset)
+        self._unflushed_records = 0
+        self._last_flush_ms = clock()
+        self._directory_dirty = False
+        self._closed = False
+
+    # -- opening and closing ------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | Path,
+        config: LogConfig | None = None,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> PartitionLog:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        config = config or LogConfig()
+        checkpoint = OffsetCheckpoint.load(directory)
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        marker.unlink(missing_ok=True)
+        loaded = load_segments(
+            directory, config, clean_shutdown=clean,
+            recovery_point=checkpoint.recovery_point,
+            log_start_offset=checkpoint.log_start_offset, now_ms=clock(),
+        )
+        epochs = LeaderEpochCache.load(directory)
+        partition_log = cls(directory, config, loaded.segments, checkpoint, epochs, clock)
+        epochs.truncate_from_end(partition_log.log_end_offset)
+        epochs.truncate_from_start(partition_log.log_start_offset)
+        if loaded.truncated_bytes or loaded.deleted_segments:
+            log.warning("log recovered", extra={
+                "directory": str(directory), "truncated_bytes": loaded.truncated_bytes,
+                "deleted_segments": loaded.deleted_segments,
+                "log_end_offset": partition_log.log_end_offset})
+        partition_log._save_checkpoint()
+        return partition_log
+
+    def close(self) -> None:
+        """Flush everything and mark the shutdown clean, so the next open skips recovery."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            for segment in self._segments:
+                segment.close()
+            (self.directory / CLEAN_SHUTDOWN_FILE).touch()
+            fsync_directory(self.directory)
+            self._closed = True
+
+    def delete(self) -> None:
+        """Remove the whole partition directory."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def mutation_lock(self) -> threading.RLock:
+        """Held by every change to the segment list (the cleaner holds it to swap)."""
+        return self._lock
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        # Readers snapshot these two lists without the lock: always replace, never mutate.
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.directory} is closed")
+
+    def _save_checkpoint(self) -> None:
+        OffsetCheckpoint(
+            log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
+            recovery_point=self._recovery_point,
+            cleaner_offset=self.cleaner_offset,
+        ).save(self.directory)
+
+    def checkpoint(self) -> None:
+        """Persist log start offset, high watermark and recovery point."""
+        with self._lock:
+            self._save_checkpoint()
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def append_as_leader(self, records: Buffer, leader_epoch: int) -> AppendInfo:
+        """Validate producer batches, assign contiguous offsets from the log end, append.
+
+        Each batch is checked (framing, magic, CRC, size, offset deltas) without
+        decoding its records, then stamped in place with its base offset and
+        ``leader_epoch`` and written as it came. Nothing is written if any batch is bad.
+        """
+        view = memoryview(records)
+        batches = split_batches(view)
+        if not batches:
+            raise InvalidRecordError("the request carries no record batch")
+        config = self.config
+        for _, header in batches:
+            if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
+                raise InvalidRecordError(
+                    f"a producer batch must hold records with offset deltas 0..n-1; got "
+                    f"{header.record_count} records, last offset delta {header.last_offset_delta}"
+                )
+            if header.size_in_bytes > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
+                    f"({config.max_message_bytes})"
+                )
+        if config.compact:
+            _require_keys(view, batches)
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            offset = self._next_offset
+            assigned: list[tuple[int, BatchHeader]] = []
+            pieces: list[Buffer] = []
+            log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+            mutable = bytearray(view) if log_append_time else None
+            for pos, header in batches:
+                size = header.size_in_bytes
+                if mutable is not None:
+                    stamp(mutable, pos, offset, leader_epoch)
+                    set_log_append_time(mutable, pos, size, now)
+                    header = dataclasses.replace(header, max_timestamp=now)
+                else:
+                    pieces.append(stamped_prefix(view, pos, offset, leader_epoch))
+                    pieces.append(view[pos + MAGIC_POS : pos + size])
+                assigned.append((offset, header))
+                offset += header.last_offset_delta + 1
+            if mutable is not None:
+                pieces = [mutable]
+            info = self._append(pieces, assigned, now)
+            if leader_epoch >= 0:
+                self.leader_epochs.assign(leader_epoch, info.first_offset)
+            if log_append_time:
+                info = dataclasses.replace(info, log_append_time=now)
+            return info
+
+    def append_as_follower(self, records: Buffer) -> AppendInfo:
+        """Append batches that already carry offsets and epochs (replication, copies)."""
+        view = memoryview(records)
+        batches = split_batches(view)
+        if not batches:
+            raise InvalidRecordError("the request carries no record batch")
+        with self._lock:
+            self._check_open()
+            expected = self._next_offset
+            for _, header in batches:
+                if header.base_offset < expected:
+                    raise InvalidRecordError(
+                        f"batch at offset {header.base_offset} does not follow the log end "
+                        f"({expected})"
+                    )
+                expected = header.next_offset
+            info = self._append([view], [(h.base_offset, h) for _, h in batches], self._clock())
+            for _, header in batches:
+                epoch = header.partition_leader_epoch
+                if epoch > self.leader_epochs.latest_epoch:
+                    self.leader_epochs.assign(epoch, header.base_offset)
+            return info
+
+    def _append(
+        self, pieces: Sequence[Buffer], batches: list[tuple[int, BatchHeader]], now: int
+    ) -> AppendInfo:
+        size = sum(header.size_in_bytes for _, header in batches)
+        if size > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {size} bytes exceeds segment.bytes ({self.config.segment_bytes})"
+            )
+        first_offset = batches[0][0]
+        last_base, last_header = batches[-1]
+        last_offset = last_base + last_header.last_offset_delta
+        segment = self._segments[-1]
+        if segment.should_roll(size, last_offset, now):
+            segment = self._roll(first_offset)
+        elif segment.size == 0 and segment.base_offset != first_offset:
+            # A follower's first batch may start past an empty active segment's base
+            # (compacted source): re-base the empty segment there.
+            segment = self._replace_empty_active(first_offset)
+        segment.append(pieces, batches)
+        self._next_offset = last_offset + 1
+        records = sum(header.record_count for _, header in batches)
+        self._unflushed_records += records
+        if (self._unflushed_records >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms):
+            self.flush()
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max(header.max_timestamp for _, header in batches),
+            log_append_time=-1,
+            record_count=records,
+            batch_count=len(batches),
+            size_bytes=size,
+        )
+
+    # -- rolling and flushing -----------------------------------------------------------------
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            if self._segments[-1].size == 0:
+                return self._segments[-1]
+            return self._roll(self._next_offset)
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        self._segments[-1].on_become_inactive()
+        segment = LogSegment.create(self.directory, base_offset, self.config, self._clock())
+        self._set_segments([*self._segments, segment])
+        self._directory_dirty = True
+        return segment
+
+    def _replace_empty_active(self, base_offset: int) -> LogSegment:
+        old = self._segments[-1]
+        old.close()
+        old.delete_files()
+        segment = LogSegment.create(self.directory, base_offset, self.config, self._clock())
+        self._set_segments([*self._segments[:-1], segment])
+        self._directory_dirty = True
+        return segment
+
+    def flush(self) -> None:
+        """fsync every segment holding data past the recovery point; advance it."""
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                if segment.next_offset > self._recovery_point or segment is self._segments[-1]:
+                    segment.flush()
+            if self._directory_dirty:
+                fsync_directory(self.directory)
+                self._directory_dirty = False
+            self._recovery_point = self._next_offset
+            self._unflushed_records = 0
+            self._last_flush_ms = self._clock()
+            self._save_checkpoint()
+
+    def flush_if_due(self) -> bool:
+        """Apply ``flush.ms`` for a log that has not been appended to lately."""
+        with self._lock:
+            if (self._unflushed_records
+                    and self._clock() - self._last_flush_ms >= self.config.flush_ms):
+                self.flush()
+                return True
+            return False
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> bytes:
+        """Whole batches starting with the one that holds ``offset``, up to ``max_bytes``.
+
+        ``max_offset`` (exclusive) hides batches at or beyond it, e.g. the high
+        watermark for consumers. Raises OffsetOutOfRangeError outside
+        [log start offset, log end offset].
+        """
+        segments, bases = self._segments, self._bases
+        end = self._next_offset
+        start = self._log_start_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range: the log holds [{start}, {end})"
+            )
+        upper = end if max_offset is None else min(max_offset, end)
+        if offset >= upper:
+            return b""
+        for segment in segments[max(0, bisect_right(bases, offset) - 1) :]:
+            data = segment.read(offset, max_bytes, upper, min_one_batch)
+            if data is not None:
+                return data
+        return b""
+
+    def offset_for_timestamp(
+        self, timestamp: int, *, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with a timestamp >= ``timestamp``."""
+        start = self._log_start_offset
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                if max_offset is not None and found[0] >= max_offset:
+                    return None
+                return found
+        return None
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the high watermark, clamped to [log start offset, log end offset]."""
+        with self._lock:
+            self._high_watermark = min(max(high_watermark, self._log_start_offset),
+                                       self._next_offset)
+            return self._high_watermark
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Make records before ``offset`` unreadable (DeleteRecords); segments wholly
+        below it are removed by the next :meth:`delete_old_segments`."""
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset to {offset}, past the high watermark "
+                    f"{self._high_watermark}"
+                )
+            if offset <= self._log_start_offset:
+                return
+            self._log_start_offset = offset
+            self.cleaner_offset = max(self.cleaner_offset, offset)
+            self.leader_epochs.truncate_from_start(offset)
+            self._save_checkpoint()
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at or after ``offset``; returns whether anything was removed.
+
+        Batches are never split: the batch holding ``offset`` goes entirely, so the log
+        end offset becomes that batch's base offset. Replication only truncates at
+        batch boundaries, where the two coincide.
+        """
+        with self._lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return False
+            if offset < self._log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            keep = [s for s in self._segments if s.base_offset <= offset] or self._segments[:1]
+            for segment in self._segments[len(keep):]:
+                segment.delete_files()
+            keep[-1].truncate_to(offset)
+            self._set_segments(keep)
+            self._next_offset = keep[-1].next_offset
+            self._clamp_offsets_to_end()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at ``offset``."""
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                segment.delete_files()
+            fresh = LogSegment.create(self.directory, offset, self.config, self._clock())
+            self._set_segments([fresh])
+            self._next_offset = self._log_start_offset = offset
+            self._high_watermark = self._recovery_point = self.cleaner_offset = offset
+            self.leader_epochs.clear()
+            self._directory_dirty = True
+            self._save_checkpoint()
+
+    def _clamp_offsets_to_end(self) -> None:
+        end = self._next_offset
+        self._high_watermark = min(self._high_watermark, end)
+        self._recovery_point = min(self._recovery_point, end)
+        self.cleaner_offset = min(self.cleaner_offset, end)
+        self._log_start_offset = min(self._log_start_offset, end)
+        self.leader_epochs.truncate_from_end(end)
+        self._save_checkpoint()
+
+    # -- retention ----------------------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns how many
+        segments were deleted. Only data below the high watermark is ever deleted."""
+        with self._lock:
+            self._check_open()
+            count = deletable_prefix(
+                self._segments, self.config, now_ms=self._clock(),
+                high_watermark=self._high_watermark, log_end_offset=self._next_offset,
+                log_start_offset=self._log_start_offset,
+            )
+            if count == 0:
+                return 0
+            if count == len(self._segments):
+                self._roll(self._next_offset)  # the active segment expired: roll, then drop it
+            doomed = self._segments[:count]
+            self._set_segments(self._segments[count:])
+            for segment in doomed:
+                segment.delete_files()
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self.cleaner_offset = max(self.cleaner_offset, self._log_start_offset)
+            self._high_watermark = max(self._high_watermark, self._log_start_offset)
+            self.leader_epochs.truncate_from_start(self._log_start_offset)
+            self._save_checkpoint()
+            log.info("deleted segments", extra={"directory": str(self.directory),
+                                                "segments": count,
+                                                "log_start_offset": self._log_start_offset})
+            return count
+
+    # -- compaction support -------------------------------------------------------------------
+
+    def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> bool:
+        """Swap ``old`` (consecutive, non-active) for ``new``; False if the log changed meanwhile.
+
+        The caller has already renamed ``new``'s file into place via the swap protocol.
+        """
+        with self._lock:
+            segments = self._segments
+            try:
+                start = segments.index(old[0])
+            except ValueError:
+                return False
+            if segments[start : start + len(old)] != list(old) or old[-1] is segments[-1]:
+                return False
+            self._set_segments([*segments[:start], new, *segments[start + len(old):]])
+            return True
+
+
+def _require_keys(view: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+    """Compacted topics keep the latest value per key: a record without a key would be
+    silently dropped by the cleaner, so it is refused here (as Kafka does)."""
+    for pos, header in batches:
+        if header.is_control:
+            continue
+        batch = RecordBatch(view[pos : pos + header.size_in_bytes], validate=False)
+        for record in batch.records():
+            if record.key is None:
+                raise InvalidRecordError(
+                    f"compacted topic: the record at offset delta {record.offset} has no key"
+                )

@@ -1,0 +1,62 @@
+"""Zig-zag varints as used by Kafka's v2 records (protobuf's sint32/sint64 encoding).
+
+Encoding goes through a precomputed table for every value whose zig-zag form fits
+in two bytes (lengths up to 8191, small deltas): that covers nearly every field of
+a typical record, so building a record costs a few table look-ups, not a loop.
+"""
+
+from __future__ import annotations
+
+_TABLE_LIMIT = 1 << 14
+
+
+def _encode_unsigned_slow(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_UNSIGNED_TABLE: tuple[bytes, ...] = tuple(_encode_unsigned_slow(v) for v in range(_TABLE_LIMIT))
+
+
+def zigzag(value: int) -> int:
+    return (value << 1) if value >= 0 else ((-value) << 1) - 1
+
+
+def encode_varint(value: int) -> bytes:
+    """Zig-zag encode a signed 64-bit integer."""
+    z = (value << 1) if value >= 0 else ((-value) << 1) - 1
+    if z < _TABLE_LIMIT:
+        return _UNSIGNED_TABLE[z]
+    return _encode_unsigned_slow(z)
+
+
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varint at ``pos``; returns (value, next position)."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if shift > 63:
+            raise ValueError("varint is longer than 10 bytes")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def varint_size(value: int) -> int:
+    z = zigzag(value)
+    size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
