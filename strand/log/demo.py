@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from strand.log import LogConfig, PartitionLog
@@ -15,7 +16,7 @@ from strand.log.cleaner import LogCleaner
 from strand.records import BatchBuilder, Compression, iter_record_batches
 
 
-def _batch(values: list[tuple[bytes, bytes | None]], compression: Compression) -> bytes:
+def _batch(values: Sequence[tuple[bytes, bytes | None]], compression: Compression) -> bytes:
     builder = BatchBuilder(compression=compression)
     for key, value in values:
         builder.append(value, key=key)
@@ -39,7 +40,7 @@ def main() -> None:
     data = log.read(1234, max_bytes=4096)
     first = next(iter_record_batches(data))
     record = next(r for r in first.records() if r.offset == 1234)
-    print(f"read offset 1234 -> key={record.key!r} value={record.value[:24]!r}... "
+    print(f"read offset 1234 -> key={record.key!r} value={(record.value or b'')[:24]!r}... "
           f"(batch codec {first.header.compression.name.lower()})")
     log.close()
 

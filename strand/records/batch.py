@@ -96,7 +96,10 @@ class BatchHeader:
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & COMPRESSION_MASK)
+        codec = self.attributes & COMPRESSION_MASK
+        if codec > Compression.ZSTD:
+            raise CorruptRecordError(f"unknown compression codec {codec}")
+        return Compression(codec)
 
     @property
     def timestamp_type(self) -> TimestampType:

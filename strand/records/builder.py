@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import crc32c
 
+from strand.errors import InvalidRecordError, InvalidTimestampError
 from strand.records.batch import (
     CONTROL_FLAG,
     HEADER,
@@ -28,6 +29,9 @@ from strand.records.varint import _TABLE_LIMIT, _UNSIGNED_TABLE, encode_varint
 _NULL = b"\x01"  # zig-zag(-1): a null key, value or header value
 _NO_HEADERS = b"\x00"
 _ATTRIBUTES = b"\x00"  # record attributes: unused, always 0
+_INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1
+NO_TIMESTAMP = -1
 
 
 def now_ms() -> int:
@@ -115,9 +119,15 @@ class BatchBuilder:
         """
         if timestamp is None:
             timestamp = now_ms()
+        elif not NO_TIMESTAMP <= timestamp <= _INT64_MAX:
+            raise InvalidTimestampError(f"timestamp {timestamp} is not in [-1, 2^63-1]")
         base_ts = self._base_timestamp
         if base_ts is None:
             base_ts = self._base_timestamp = timestamp
+        elif timestamp - base_ts > _INT64_MAX:
+            # Kafka stores the delta as a 64-bit varlong; beyond that readers would wrap it.
+            raise InvalidTimestampError(
+                f"timestamp {timestamp} is too far from the batch's first ({base_ts})")
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         if offset is None:
@@ -125,7 +135,9 @@ class BatchBuilder:
         else:
             offset_delta = offset - self._base_offset
             if offset_delta <= self._last_offset_delta:
-                raise ValueError(f"offset {offset} does not follow the previous record")
+                raise InvalidRecordError(f"offset {offset} does not follow the previous record")
+        if offset_delta > _INT32_MAX:
+            raise InvalidRecordError(f"offset delta {offset_delta} does not fit in 32 bits")
         self._last_offset_delta = offset_delta
 
         table = _UNSIGNED_TABLE

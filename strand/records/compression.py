@@ -29,7 +29,10 @@ class Compression(enum.IntEnum):
         if isinstance(name, Compression):
             return name
         if isinstance(name, int):
-            return cls(name)
+            try:
+                return cls(name)
+            except ValueError:
+                raise UnsupportedCompressionError(f"unknown compression codec {name}") from None
         try:
             return cls[name.strip().upper()]
         except KeyError:

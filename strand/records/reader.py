@@ -99,6 +99,8 @@ def decode_records(
                 value = data[pos : pos + n]
                 pos += n
             header_count, pos = dv(data, pos)
+            if header_count < 0:
+                raise CorruptRecordError(f"invalid number of record headers {header_count}")
             headers: list[Header] = []
             for _ in range(header_count):
                 n, pos = dv(data, pos)

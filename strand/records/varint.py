@@ -49,6 +49,8 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
+            if result >> 64:
+                raise ValueError("varint does not fit in 64 bits")
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
 

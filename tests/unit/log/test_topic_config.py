@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import pytest
+
+from strand.errors import InvalidConfigError
+from strand.log import TOPIC_CONFIG, LogConfig, validate_topic_config
+from strand.records import TimestampType
+
+
+def test_defaults_match_kafka() -> None:
+    config = LogConfig.from_properties({})
+    assert config.segment_bytes == 1 << 30
+    assert config.retention_ms == 7 * 24 * 3600 * 1000
+    assert config.cleanup_policy == ("delete",)
+    assert config.max_message_bytes == 1048588
+    assert config == LogConfig()
+
+
+def test_typed_parsing() -> None:
+    config = LogConfig.from_properties({
+        "segment.bytes": "1048576",
+        "cleanup.policy": "compact,delete",
+        "min.cleanable.dirty.ratio": "0.25",
+        "message.timestamp.type": "logappendtime",
+        "unclean.leader.election.enable": "true",
+    })
+    assert config.segment_bytes == 1048576
+    assert config.compact and config.delete
+    assert config.min_cleanable_dirty_ratio == 0.25
+    assert config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert validate_topic_config({"unclean.leader.election.enable": "true"}) == {
+        "unclean.leader.election.enable": True}
+
+
+@pytest.mark.parametrize(
+    ("properties", "fragment"),
+    [
+        ({"no.such.key": "1"}, "unknown topic config"),
+        ({"segment.bytes": "ten"}, "segment.bytes"),
+        ({"segment.bytes": "10"}, ">= 14"),
+        ({"segment.bytes": str(1 << 31)}, "<="),
+        ({"retention.ms": "-2"}, ">= -1"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, "<= 1"),
+        ({"cleanup.policy": "shred"}, "unknown shred"),
+        ({"cleanup.policy": ""}, "at least one"),
+        ({"message.timestamp.type": "Whenever"}, "CreateTime, LogAppendTime"),
+        ({"unclean.leader.election.enable": "yes"}, "true or false"),
+        ({"compression.type": "lz4"}, "producer"),
+        ({"min.insync.replicas": "0"}, ">= 1"),
+        ({"segment.bytes": True}, "segment.bytes"),
+    ],
+)
+def test_bad_values_are_named_in_the_error(properties: dict[str, object], fragment: str) -> None:
+    with pytest.raises(InvalidConfigError, match=fragment.replace(".", r"\.")):
+        LogConfig.from_properties(properties)
+
+
+def test_every_key_default_parses_as_itself() -> None:
+    for key in TOPIC_CONFIG.values():
+        raw = ",".join(key.default) if isinstance(key.default, tuple) else key.default
+        assert key.parse(raw) == key.default
