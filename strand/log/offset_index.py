@@ -1,7 +1,9 @@
 """Sparse offset index of a segment: relative offset → file position.
 
 File format as Kafka's: 8-byte entries (int32 relative offset, int32 position),
-big-endian. Each entry maps the last offset of a batch to the batch's position.
+big-endian. Each entry maps the *base* offset of a batch to the batch's position
+(v2 batches carry their base offset, so a lookup lands on the batch that holds the
+target instead of the one before it: one header read per lookup, not two).
 Entries live in memory as two ``array('i')`` so a lookup is one C-level bisect;
 new entries are buffered and reach the file on flush. The file is disposable:
 a missing or inconsistent one is rebuilt from the log.

@@ -23,6 +23,8 @@ from strand.log.time_index import TimeIndex
 from strand.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
+    SPAN,
+    SPAN_SIZE,
     BatchHeader,
     batch_size_at,
     peek_offset_and_size,
@@ -193,7 +195,7 @@ class LogSegment:
         next_offset = self.base_offset
         check_index = len(self.offset_index) > 0
         for _, header in self._headers_from(self.offset_index.last_position):
-            if check_index and header.last_offset != self.offset_index.last_offset:
+            if check_index and header.base_offset != self.offset_index.last_offset:
                 raise CorruptIndexError("offset index disagrees with the batch it points at")
             check_index = False
             next_offset = header.next_offset
@@ -223,7 +225,8 @@ class LogSegment:
         valid_end = 0
         next_offset = self.base_offset
         for pos, header, _ in self.scan_valid(0):
-            self._index_batch(header.last_offset, header.max_timestamp, pos, header.size_in_bytes)
+            self._index_batch(header.base_offset, header.last_offset, header.max_timestamp,
+                              pos, header.size_in_bytes)
             valid_end = pos + header.size_in_bytes
             next_offset = header.next_offset
         truncated = self.size - valid_end
@@ -237,12 +240,14 @@ class LogSegment:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _index_batch(self, last_offset: int, max_timestamp: int, position: int, size: int) -> None:
+    def _index_batch(
+        self, base_offset: int, last_offset: int, max_timestamp: int, position: int, size: int
+    ) -> None:
         if self.rolling_base_timestamp is None:
             self.rolling_base_timestamp = max_timestamp
         self._observe_timestamp(max_timestamp, last_offset)
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
+            self.offset_index.append(base_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
@@ -270,8 +275,8 @@ class LogSegment:
         _write_all(self._fd, pieces)
         for base_offset, header in batches:
             size = header.size_in_bytes
-            self._index_batch(base_offset + header.last_offset_delta, header.max_timestamp,
-                              position, size)
+            self._index_batch(base_offset, base_offset + header.last_offset_delta,
+                              header.max_timestamp, position, size)
             position += size
         base_offset, header = batches[-1]
         self.next_offset = base_offset + header.last_offset_delta + 1
@@ -309,12 +314,25 @@ class LogSegment:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset is >= ``offset``."""
+    def find_batch(self, offset: int) -> tuple[int, int, int] | None:
+        """(position, base offset, size) of the first batch whose last offset is >= ``offset``.
+
+        Reads only the 27 bytes of each header a scan needs; with the index pointing
+        at batch base offsets the first read is usually the answer.
+        """
         _, position = self.offset_index.lookup(offset)
-        for pos, header in self._headers_from(position):
-            if header.last_offset >= offset:
-                return pos, header
+        end = self.size
+        fd = self._fd
+        while end - position >= HEADER_SIZE:
+            base_offset, length, last_offset_delta = SPAN.unpack(os.pread(fd, SPAN_SIZE, position))
+            size = length + LOG_OVERHEAD
+            if size < HEADER_SIZE or position + size > end:
+                raise CorruptRecordError(
+                    f"batch at byte {position} of {self.base_offset:020d}.log overruns the segment"
+                )
+            if base_offset + last_offset_delta >= offset:
+                return position, base_offset, size
+            position += size
         return None
 
     def read(
@@ -330,14 +348,14 @@ class LogSegment:
         found = self.find_batch(offset)
         if found is None:
             return None
-        position, first = found
-        if max_offset is not None and first.base_offset >= max_offset:
+        position, first_base_offset, first_size = found
+        if max_offset is not None and first_base_offset >= max_offset:
             return b""
         want = min(max_bytes, self.size - position)
-        if want < first.size_in_bytes:
+        if want < first_size:
             if not min_one_batch:
                 return b""
-            want = first.size_in_bytes
+            want = first_size
         data = os.pread(self._fd, want, position)
         end = 0
         total = len(data)
