@@ -6,6 +6,7 @@ topic, then tears the tail of the log as a crash would and shows recovery.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ def _batch(values: Sequence[tuple[bytes, bytes | None]], compression: Compressio
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="    log: %(message)s")
     root = Path(tempfile.mkdtemp(prefix="strand-demo-"))
     print(f"Strand log engine demo in {root}\n")
 
