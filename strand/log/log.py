@@ -459,7 +459,9 @@ class PartitionLog:
                 self.truncate_fully_and_start_at(offset)
                 return True
             keep = [s for s in self._segments if s.base_offset <= offset] or self._segments[:1]
-            for segment in self._segments[len(keep):]:
+            # Newest first, and the kept segment cut last: a crash at any step leaves
+            # a contiguous log (at worst still holding records past ``offset``).
+            for segment in reversed(self._segments[len(keep):]):
                 segment.delete_files()
             keep[-1].truncate_to(offset)
             self._set_segments(keep)

@@ -105,8 +105,8 @@ class LogSegment:
             TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset,
                       time_capacity),
         )
-        segment.offset_index.reset()
         segment.time_index.reset()
+        segment.offset_index.reset()
         segment.opened_ms = now_ms
         return segment
 
@@ -140,7 +140,8 @@ class LogSegment:
                 segment._load_tail()
                 segment.time_index = TimeIndex.load(
                     time_path, base_offset, time_capacity, segment.next_offset)
-                segment._merge_time_index_max()
+                segment._check_indexes_agree()
+                segment._load_max_timestamp()
                 return segment, 0
             except (FileNotFoundError, CorruptIndexError, CorruptRecordError):
                 pass  # untrustworthy: rebuild below
@@ -191,7 +192,7 @@ class LogSegment:
             pos += size
 
     def _load_tail(self) -> None:
-        """Find next offset and max timestamp from the last index entry to the end."""
+        """Find the next offset by scanning from the last offset index entry to the end."""
         next_offset = self.base_offset
         check_index = len(self.offset_index) > 0
         for _, header in self._headers_from(self.offset_index.last_position):
@@ -199,16 +200,33 @@ class LogSegment:
                 raise CorruptIndexError("offset index disagrees with the batch it points at")
             check_index = False
             next_offset = header.next_offset
-            self._observe_timestamp(header.max_timestamp, header.last_offset)
         if self.size and self.rolling_base_timestamp is None:
             self.rolling_base_timestamp = read_header(
                 os.pread(self._fd, HEADER_SIZE, 0)).max_timestamp
         self.next_offset = next_offset
 
-    def _merge_time_index_max(self) -> None:
+    def _check_indexes_agree(self) -> None:
+        """Every offset index entry is written with a time index entry (which may be
+        skipped only when the timestamp did not grow), plus one more on roll."""
+        offsets, times = len(self.offset_index), len(self.time_index)
+        if (offsets and not times) or times > offsets + 1:
+            raise CorruptIndexError(
+                f"time index ({times} entries) disagrees with offset index ({offsets})"
+            )
+
+    def _load_max_timestamp(self) -> None:
+        """The segment's newest timestamp: the time index's last entry (T, O) says every
+        record up to O is no newer than T, so scanning from O's batch to the end is exact
+        even when the time index lost entries (a few headers when it did not)."""
+        self.max_timestamp = self.offset_of_max_timestamp = -1
         entry = self.time_index.last_entry()
+        position = 0
         if entry is not None:
             self._observe_timestamp(*entry)
+            found = self.find_batch(entry[1])
+            position = found[0] if found is not None else self.size
+        for _, header in self._headers_from(position):
+            self._observe_timestamp(header.max_timestamp, header.last_offset)
 
     def _observe_timestamp(self, timestamp: int, offset: int) -> None:
         if timestamp > self.max_timestamp:
@@ -217,8 +235,8 @@ class LogSegment:
 
     def recover(self) -> int:
         """Rebuild indexes from validated batches; truncate at the first bad byte."""
-        self.offset_index.reset()
         self.time_index.reset()
+        self.offset_index.reset()
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self.rolling_base_timestamp = None
         self._bytes_since_last_index_entry = 0
@@ -234,8 +252,7 @@ class LogSegment:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
         self.next_offset = next_offset
-        self.offset_index.flush()
-        self.time_index.flush()
+        self._write_indexes()
         return truncated
 
     # -- writing ------------------------------------------------------------------------------
@@ -292,25 +309,29 @@ class LogSegment:
         self.size = position
         os.ftruncate(self._fd, position)
         self.offset_index.truncate_to_position(position)
-        self.max_timestamp = self.offset_of_max_timestamp = -1
         self.rolling_base_timestamp = None
         self._load_tail()
         self.time_index.truncate_to_offset(self.next_offset)
-        self._merge_time_index_max()
+        self._load_max_timestamp()
         self._bytes_since_last_index_entry = 0
         return removed
+
+    def _write_indexes(self, fsync: bool = False) -> None:
+        # Time index first: on disk, the offset index must never cover more batches
+        # than the time index does, because the max timestamp of a loaded segment is
+        # its last time index entry plus a scan from the last offset index entry.
+        self.time_index.flush(fsync)
+        self.offset_index.flush(fsync)
 
     def on_become_inactive(self) -> None:
         """Called on roll: record the final max timestamp and write out index buffers."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.offset_index.flush()
-        self.time_index.flush()
+        self._write_indexes()
 
     def flush(self) -> None:
         os.fsync(self._fd)
-        self.offset_index.flush(fsync=True)
-        self.time_index.flush(fsync=True)
+        self._write_indexes(fsync=True)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -402,8 +423,7 @@ class LogSegment:
 
     def close(self) -> None:
         if not self._file.closed:
-            self.offset_index.flush()
-            self.time_index.flush()
+            self._write_indexes()
             self._file.close()
 
     def delete_files(self) -> None:
