@@ -23,7 +23,8 @@ THROUGHPUT_KEYS = (
 )
 LATENCY_KEYS = (
     "log_bytes", "segments", "reads", "p50_us", "p99_us", "max_us", "mean_us",
-    "raw_pread_p50_us", "raw_pread_p99_us",
+    "raw_pread_p50_us", "raw_pread_p99_us", "p99_median_of_blocks_us",
+    "raw_pread_p99_median_of_blocks_us",
 )
 CODEC_KEYS = ("records_per_batch", "batch_bytes", "batches", "records_per_s", "mb_s")
 TARGET_KEYS = (
