@@ -7,13 +7,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-fast lint bench clean help
+.PHONY: setup run test test-fast lint bench proto clean help
 
 help:
 	@echo "make run    - show the log engine working (the local cluster arrives with the next issue)"
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make lint   - ruff and mypy"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
+	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
 
 $(STAMP): pyproject.toml
 	@echo ">>> creating the Python virtual environment in $(VENV) and installing Strand with its dev tools"
@@ -37,6 +38,10 @@ test-fast: setup
 lint: setup
 	@$(VENV)/bin/ruff check strand bench tests
 	@$(VENV)/bin/mypy
+
+proto: setup
+	@echo ">>> regenerating strand/v1 from proto/strand/v1/*.proto (grpcio-tools pinned in pyproject.toml)"
+	@$(PY) -m grpc_tools.protoc -I proto --python_out=. --pyi_out=. --grpc_python_out=. proto/strand/v1/*.proto
 
 bench: setup
 	@$(PY) bench/log_bench.py --json

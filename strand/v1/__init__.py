@@ -1,0 +1,1 @@
+"""Generated gRPC contracts (strand.v1). Do not edit: run `make proto`."""
