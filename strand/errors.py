@@ -20,9 +20,16 @@ class ErrorCode(enum.IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
+    INVALID_TOPIC_EXCEPTION = 17
     KAFKA_STORAGE_ERROR = 56
     RECORD_LIST_TOO_LARGE = 18
     INVALID_TIMESTAMP = 32
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    TOPIC_ALREADY_EXISTS = 36
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
     INVALID_CONFIG = 40
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
@@ -71,3 +78,45 @@ class StorageError(StrandError):
     """The log cannot serve: a closed log, a failed disk operation."""
 
     code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class InvalidTopicError(StrandError):
+    """A topic name that breaks Kafka's naming rules (characters, length, reserved names)."""
+
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class InvalidPartitionsError(StrandError):
+    """A partition count that is out of range (or would shrink an existing topic)."""
+
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(StrandError):
+    """A replication factor the cluster cannot honour (< 1 or more than the brokers)."""
+
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class UnknownTopicOrPartitionError(StrandError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    retriable = True  # metadata may not have reached this node yet
+
+
+class TopicAlreadyExistsError(StrandError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidReplicaAssignmentError(StrandError):
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class NotControllerError(StrandError):
+    """This controller is a standby (or was deposed); ask the active one."""
+
+    code = ErrorCode.NOT_CONTROLLER
+    retriable = True
+
+
+class InvalidRequestError(StrandError):
+    code = ErrorCode.INVALID_REQUEST

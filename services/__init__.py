@@ -1,0 +1,1 @@
+"""Strand's services: one package per service, domain modules free of gRPC."""

@@ -1,0 +1,1 @@
+"""The controller: broker membership, topic and partition metadata, placement, elections."""
