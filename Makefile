@@ -6,8 +6,10 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := etcd-server
 
-.PHONY: setup run test test-fast lint bench proto clean help
+.PHONY: setup system-deps run test test-fast lint bench proto clean help
 
 help:
 	@echo "make run    - show the log engine working (the local cluster arrives with the next issue)"
@@ -25,14 +27,22 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Debian packages the services and integration tests need (etcd for metadata).
+system-deps:
+	@if ! command -v etcd >/dev/null 2>&1; then \
+		echo ">>> installing Debian packages: $(APT_PACKAGES) (apt-get; needs root or sudo)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
+	fi
+
 run: setup
 	@$(PY) -m strand.log.demo
 
-test: setup
+test: setup system-deps
 	@echo ">>> running the test suite"
 	@$(PY) -m pytest -q
 
-test-fast: setup
+test-fast: setup system-deps
 	@$(PY) -m pytest -q -m "not slow"
 
 lint: setup

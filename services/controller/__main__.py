@@ -1,0 +1,48 @@
+"""Entry point: ``python -m services.controller`` (flags or STRAND_* environment)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+
+from services.controller.server import ControllerProcess, ControllerSettings, new_controller_id
+from strand.service.logs import setup_logging
+
+
+def parse_args(argv: list[str] | None = None) -> ControllerSettings:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(prog="strand-controller", description=__doc__)
+    parser.add_argument("--etcd", default=env("STRAND_ETCD", "127.0.0.1:2379"),
+                        help="comma-separated etcd endpoints host:port")
+    parser.add_argument("--cluster", default=env("STRAND_CLUSTER", "local"))
+    parser.add_argument("--listen", default=env("STRAND_LISTEN", "127.0.0.1:9093"))
+    parser.add_argument("--advertise", default=env("STRAND_ADVERTISE"),
+                        help="address other processes use to reach this one (default: --listen)")
+    parser.add_argument("--id", default=env("STRAND_CONTROLLER_ID") or new_controller_id())
+    parser.add_argument("--lease-ttl", type=int, default=int(env("STRAND_LEASE_TTL", "5")),
+                        help="seconds without a keepalive before a standby takes over")
+    args = parser.parse_args(argv)
+    return ControllerSettings(
+        etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
+        cluster=args.cluster, listen=args.listen, advertise=args.advertise or args.listen,
+        controller_id=args.id, lease_ttl=args.lease_ttl,
+    )
+
+
+async def _main(settings: ControllerSettings) -> None:
+    process = ControllerProcess(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, process.stop)
+    await process.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    setup_logging("controller", os.environ.get("STRAND_LOG_LEVEL", "INFO"))
+    asyncio.run(_main(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

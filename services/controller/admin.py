@@ -1,0 +1,168 @@
+"""Topic administration as pure decisions: validate a request against the current
+metadata and say which records to write. No etcd and no gRPC here; the writer
+applies a plan in one fenced etcd transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from services.controller.placement import Broker, assign_replicas, start_index_for
+from services.controller.topic_rules import (
+    reject_collisions,
+    validate_partitions,
+    validate_topic_name,
+)
+from strand.cluster.cache import MetadataCache
+from strand.cluster.model import NO_LEADER, PartitionRecord, TopicRecord
+from strand.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from strand.log.config import TOPIC_CONFIG, validate_topic_config
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int
+    config: Mapping[str, str] = field(default_factory=dict)
+    # partition -> ordered replicas; when given it decides placement (and counts)
+    assignment: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOp:
+    key: str
+    value: str | None  # None: back to the default
+
+
+@dataclass(slots=True)
+class Plan:
+    """Records to create or replace, and records that must not exist yet."""
+
+    topic: TopicRecord | None = None
+    partitions: list[PartitionRecord] = field(default_factory=list)
+    create_only: bool = False  # the topic key must be absent (create)
+    delete_topic: str | None = None
+
+
+def live_brokers(cache: MetadataCache) -> list[Broker]:
+    return [Broker(b.node_id, b.rack) for b in sorted(cache.brokers.values(),
+                                                       key=lambda b: b.node_id)]
+
+
+def _new_partition(topic: str, partition: int, replicas: Sequence[int]) -> PartitionRecord:
+    replicas = tuple(replicas)
+    return PartitionRecord(topic=topic, partition=partition, replicas=replicas,
+                           leader=replicas[0] if replicas else NO_LEADER, leader_epoch=0,
+                           isr=replicas, partition_epoch=0)
+
+
+def _validated_config(config: Mapping[str, str]) -> dict[str, str]:
+    validate_topic_config(config)  # raises InvalidConfigError naming the key
+    return {str(k): str(v) for k, v in config.items()}
+
+
+def _check_assignment(
+    assignment: Mapping[int, Sequence[int]], brokers: set[int]
+) -> tuple[int, int]:
+    """Validate an explicit placement; returns (partitions, replication factor)."""
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignmentError(
+            "an explicit assignment must cover partitions 0..n-1 without gaps")
+    factors = {len(replicas) for replicas in assignment.values()}
+    if len(factors) != 1 or 0 in factors:
+        raise InvalidReplicaAssignmentError("every partition needs the same, non-zero number "
+                                            "of replicas")
+    for partition, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"partition {partition} repeats a broker")
+        unknown = sorted(set(replicas) - brokers)
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"partition {partition} names brokers that are not live: {unknown}")
+    return len(assignment), factors.pop()
+
+
+def plan_create_topic(spec: CreateTopicSpec, cache: MetadataCache, *,
+                      allow_internal: bool = False) -> Plan:
+    validate_topic_name(spec.name, allow_internal=allow_internal)
+    if spec.name in cache.topics:
+        raise TopicAlreadyExistsError(f"topic {spec.name!r} already exists")
+    reject_collisions(spec.name, cache.topics)
+    config = _validated_config(spec.config)
+    brokers = live_brokers(cache)
+    if spec.assignment:
+        partitions, factor = _check_assignment(spec.assignment, {b.id for b in brokers})
+        assignment = {p: list(r) for p, r in spec.assignment.items()}
+    else:
+        validate_partitions(spec.partitions)
+        factor = spec.replication_factor
+        if factor < 1 or factor > len(brokers):
+            raise InvalidReplicationFactorError(
+                f"replication factor {factor} needs {factor} live brokers; "
+                f"{len(brokers)} are live")
+        partitions = spec.partitions
+        assignment = assign_replicas(brokers, partitions, factor,
+                                     start_index=start_index_for(spec.name))
+    topic = TopicRecord(name=spec.name, topic_id=str(uuid.uuid4()), partitions=partitions,
+                        replication_factor=factor, config=config,
+                        internal=spec.name.startswith("__"))
+    return Plan(topic=topic, create_only=True, partitions=[
+        _new_partition(spec.name, p, assignment[p]) for p in range(partitions)])
+
+
+def plan_create_partitions(name: str, count: int, cache: MetadataCache) -> Plan:
+    topic = cache.topics.get(name)
+    if topic is None:
+        raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    validate_partitions(count)
+    if count < topic.partitions:
+        raise InvalidPartitionsError(
+            f"topic {name!r} has {topic.partitions} partitions; partitions cannot be removed")
+    if count == topic.partitions:
+        raise InvalidPartitionsError(f"topic {name!r} already has {count} partitions")
+    brokers = live_brokers(cache)
+    if topic.replication_factor > len(brokers):
+        raise InvalidReplicationFactorError(
+            f"topic {name!r} has replication factor {topic.replication_factor}; "
+            f"{len(brokers)} brokers are live")
+    existing = {r.partition: list(r.replicas) for r in cache.partitions_of(name)}
+    wanted = assign_replicas(brokers, count, topic.replication_factor, existing,
+                             start_index=start_index_for(name))
+    new = [_new_partition(name, p, wanted[p]) for p in range(topic.partitions, count)]
+    updated = TopicRecord(topic.name, topic.topic_id, count, topic.replication_factor,
+                          dict(topic.config), topic.internal)
+    return Plan(topic=updated, partitions=new)
+
+
+def plan_alter_config(name: str, ops: Sequence[ConfigOp], cache: MetadataCache) -> Plan:
+    topic = cache.topics.get(name)
+    if topic is None:
+        raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    config = dict(topic.config)
+    for op in ops:
+        if op.key not in TOPIC_CONFIG:
+            raise InvalidConfigError(f"unknown topic config {op.key!r}")
+        if op.value is None:
+            config.pop(op.key, None)
+        else:
+            config[op.key] = op.value
+    config = _validated_config(config)
+    updated = TopicRecord(topic.name, topic.topic_id, topic.partitions,
+                          topic.replication_factor, config, topic.internal)
+    return Plan(topic=updated)
+
+
+def plan_delete_topic(name: str, cache: MetadataCache) -> Plan:
+    if name not in cache.topics:
+        raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    return Plan(delete_topic=name)

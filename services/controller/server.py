@@ -1,0 +1,191 @@
+"""The controller process: gRPC ↔ admin domain, election loop, health.
+
+Any number of controllers run; the one holding the etcd election key is active and
+applies admin requests, the others answer NOT_CONTROLLER. When the active one's
+lease is lost (it died, paused or lost etcd) its key vanishes and a standby wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from services.controller.admin import (
+    ConfigOp,
+    CreateTopicSpec,
+    Plan,
+    plan_alter_config,
+    plan_create_partitions,
+    plan_create_topic,
+    plan_delete_topic,
+)
+from services.controller.writer import MetadataWriter
+from strand.cluster.cache import MetadataCache
+from strand.cluster.etcd import (
+    ControllerElection,
+    EtcdServices,
+    LeaseKeeper,
+    MetadataWatcher,
+    connect,
+)
+from strand.cluster.keys import KeySpace
+from strand.cluster.model import ControllerRecord
+from strand.errors import ErrorCode, NotControllerError, StrandError
+from strand.v1 import common_pb2 as pb
+from strand.v1 import controller_pb2_grpc
+
+log = logging.getLogger(__name__)
+READ_YOUR_WRITES_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    etcd_endpoints: list[str]
+    cluster: str
+    listen: str
+    advertise: str
+    controller_id: str
+    lease_ttl: int = 5
+
+
+class ControllerServicer(controller_pb2_grpc.ControllerServicer):
+    def __init__(self, cache: MetadataCache) -> None:
+        self.cache = cache
+        self.writer: MetadataWriter | None = None  # set while this controller is active
+        self._admin_lock = asyncio.Lock()
+
+    async def _run(
+        self, name: str, plan: Callable[[], Plan], validate_only: bool
+    ) -> pb.TopicResult:
+        result = pb.TopicResult(name=name)
+        try:
+            async with self._admin_lock:  # one admin change at a time, on fresh metadata
+                writer = self.writer
+                if writer is None:
+                    raise NotControllerError("not the active controller")
+                decided = plan()
+                if decided.topic is not None:
+                    result.topic_id = decided.topic.topic_id
+                if not validate_only:
+                    revision = await writer.apply(decided)
+                    await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+        except StrandError as exc:
+            result.error_code = pb.ErrorCode.Value(exc.code.name)
+            result.error_message = str(exc)
+        except Exception as exc:  # a bug or etcd outage: report, keep serving
+            log.exception("admin request failed", extra={"topic": name})
+            result.error_code = pb.ErrorCode.Value(ErrorCode.UNKNOWN_SERVER_ERROR.name)
+            result.error_message = f"{type(exc).__name__}: {exc}"
+        return result
+
+    async def CreateTopics(self, request: pb.CreateTopicsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
+        results = []
+        for topic in request.topics:
+            spec = CreateTopicSpec(
+                name=topic.name, partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor, config=dict(topic.configs),
+                assignment={a.partition: list(a.replicas) for a in topic.assignments} or None,
+            )
+            results.append(await self._run(
+                topic.name, functools.partial(plan_create_topic, spec, self.cache),
+                request.validate_only))
+        return pb.CreateTopicsResponse(topics=results)
+
+    async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
+        results = [await self._run(name, functools.partial(plan_delete_topic, name, self.cache),
+                                   False) for name in request.topics]
+        return pb.DeleteTopicsResponse(topics=results)
+
+    async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
+                               context: grpc.aio.ServicerContext) -> pb.CreatePartitionsResponse:
+        results = [await self._run(t.name, functools.partial(
+            plan_create_partitions, t.name, t.count, self.cache), request.validate_only)
+            for t in request.topics]
+        return pb.CreatePartitionsResponse(topics=results)
+
+    async def AlterConfigs(self, request: pb.AlterConfigsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.AlterConfigsResponse:
+        results = []
+        for topic in request.topics:
+            ops = [ConfigOp(op.key, None if op.kind == pb.AlterConfigsRequest.Op.DELETE
+                            else op.value) for op in topic.ops]
+            results.append(await self._run(
+                topic.name, functools.partial(plan_alter_config, topic.name, ops, self.cache),
+                request.validate_only))
+        return pb.AlterConfigsResponse(topics=results)
+
+
+class ControllerProcess:
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+        self.keys = KeySpace(settings.cluster)
+        self.cache = MetadataCache(self.keys)
+        self.servicer = ControllerServicer(self.cache)
+        self._stopping = asyncio.Event()
+
+    async def run(self, on_ready: Callable[[], Awaitable[None]] | None = None) -> None:
+        settings = self.settings
+        etcd = await connect(settings.etcd_endpoints)
+        watcher = MetadataWatcher(etcd, self.cache)
+        await watcher.start()
+        server = grpc.aio.server()
+        controller_pb2_grpc.add_ControllerServicer_to_server(self.servicer, server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        port = server.add_insecure_port(settings.listen)
+        if port == 0:
+            raise RuntimeError(f"cannot listen on {settings.listen}")
+        await server.start()
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info("controller serving", extra={"listen": settings.listen,
+                                              "controller_id": settings.controller_id})
+        if on_ready is not None:
+            await on_ready()
+        try:
+            await self._elect_forever(etcd)
+        finally:
+            self.servicer.writer = None
+            await server.stop(grace=1)
+            await watcher.stop()
+            await etcd.close()
+
+    async def _elect_forever(self, etcd: EtcdServices) -> None:
+        settings = self.settings
+        record = ControllerRecord(settings.controller_id, settings.advertise)
+        while not self._stopping.is_set():
+            lease = LeaseKeeper(etcd, settings.lease_ttl)
+            await lease.start()
+            election = ControllerElection(etcd, self.keys, record, lease)
+            campaign = asyncio.create_task(election.campaign())
+            lost = asyncio.create_task(lease.lost.wait())
+            stop = asyncio.create_task(self._stopping.wait())
+            await asyncio.wait({campaign, lost, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if campaign.done() and not campaign.cancelled() and campaign.exception() is None:
+                self.servicer.writer = MetadataWriter(etcd, self.keys, election)
+                log.info("became the active controller", extra={"epoch": election.epoch})
+                await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
+                self.servicer.writer = None
+                log.warning("stepped down", extra={"epoch": election.epoch})
+            for task in (campaign, lost, stop):
+                task.cancel()
+            if self._stopping.is_set():
+                await election.resign()
+                await lease.stop(revoke=True)
+            else:
+                await lease.stop(revoke=False)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+
+def new_controller_id() -> str:
+    return f"controller-{uuid.uuid4().hex[:8]}"

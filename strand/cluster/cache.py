@@ -1,0 +1,103 @@
+"""An in-memory view of the cluster's metadata, fed key by key from etcd.
+
+Pure domain code: whoever watches etcd calls :meth:`MetadataCache.apply` for each
+event (a value, or None for a deletion) and the cache answers routing questions.
+Waiters can block until the metadata changes (no polling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+from strand.cluster.keys import KeySpace
+from strand.cluster.model import (
+    NO_LEADER,
+    BrokerRegistration,
+    ControllerRecord,
+    PartitionRecord,
+    TopicRecord,
+)
+
+
+class MetadataCache:
+    def __init__(self, keys: KeySpace) -> None:
+        self.keys = keys
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicRecord] = {}
+        self.partitions: dict[tuple[str, int], PartitionRecord] = {}
+        self.controller: ControllerRecord | None = None
+        self.controller_epoch = -1  # create revision of the election key
+        self.revision = 0
+        self._changed = asyncio.Event()
+
+    def apply(self, key: str, value: bytes | None, *, create_revision: int = 0,
+              revision: int = 0) -> None:
+        parsed = self.keys.parse(key)
+        if parsed is not None:
+            if parsed.kind == "broker":
+                if value is None:
+                    self.brokers.pop(parsed.node_id, None)
+                else:
+                    self.brokers[parsed.node_id] = BrokerRegistration.from_json(value)
+            elif parsed.kind == "topic":
+                if value is None:
+                    self.topics.pop(parsed.topic, None)
+                else:
+                    self.topics[parsed.topic] = TopicRecord.from_json(value)
+            elif parsed.kind == "partition":
+                tp = (parsed.topic, parsed.partition)
+                if value is None:
+                    self.partitions.pop(tp, None)
+                else:
+                    self.partitions[tp] = PartitionRecord.from_json(value)
+            elif parsed.kind == "controller":
+                if value is None:
+                    self.controller, self.controller_epoch = None, -1
+                else:
+                    self.controller = ControllerRecord.from_json(value)
+                    self.controller_epoch = create_revision
+        self.revision = max(self.revision, revision)
+
+    def notify(self) -> None:
+        """Wake everyone waiting in :meth:`wait_changed` (after a batch of events)."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_changed(self, timeout: float | None = None) -> bool:
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def leader_of(self, topic: str, partition: int) -> BrokerRegistration | None:
+        record = self.partitions.get((topic, partition))
+        if record is None or record.leader == NO_LEADER:
+            return None
+        return self.brokers.get(record.leader)
+
+    def partitions_of(self, topic: str) -> list[PartitionRecord]:
+        """Partitions of an existing topic (records of a topic whose own record is
+        missing are leftovers of an interrupted create or delete, and not served)."""
+        record = self.topics.get(topic)
+        if record is None:
+            return []
+        return sorted((r for (t, p), r in self.partitions.items()
+                       if t == topic and p < record.partitions), key=lambda r: r.partition)
+
+    def hosted_by(self, node_id: int) -> Iterable[PartitionRecord]:
+        return (r for (t, p), r in self.partitions.items()
+                if node_id in r.replicas and t in self.topics
+                and p < self.topics[t].partitions)
+
+    async def wait_for_revision(self, revision: int, timeout: float) -> bool:
+        """Block until the watch has delivered ``revision`` (read-your-writes)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.revision < revision:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.wait_changed(remaining):
+                return self.revision >= revision
+        return True

@@ -1,0 +1,75 @@
+"""Where each metadata record lives in etcd: one prefix per cluster (DESIGN §4)::
+
+    <root>/<cluster>/brokers/<node id>
+    <root>/<cluster>/controller
+    <root>/<cluster>/topics/<name>
+    <root>/<cluster>/partitions/<topic>/<partition>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    kind: str  # "broker", "controller", "topic", "partition"
+    topic: str = ""
+    partition: int = -1
+    node_id: int = -1
+
+
+class KeySpace:
+    def __init__(self, cluster: str = "local", root: str = "/strand") -> None:
+        if not cluster or "/" in cluster:
+            raise ValueError(f"invalid cluster name {cluster!r}")
+        self.prefix = f"{root.rstrip('/')}/{cluster}/"
+
+    @property
+    def brokers(self) -> str:
+        return self.prefix + "brokers/"
+
+    def broker(self, node_id: int) -> str:
+        return f"{self.brokers}{node_id}"
+
+    @property
+    def controller(self) -> str:
+        return self.prefix + "controller"
+
+    @property
+    def topics(self) -> str:
+        return self.prefix + "topics/"
+
+    def topic(self, name: str) -> str:
+        return self.topics + name
+
+    @property
+    def partitions(self) -> str:
+        return self.prefix + "partitions/"
+
+    def topic_partitions(self, topic: str) -> str:
+        return f"{self.partitions}{topic}/"
+
+    def partition(self, topic: str, partition: int) -> str:
+        return f"{self.partitions}{topic}/{partition}"
+
+    def parse(self, key: str) -> ParsedKey | None:
+        """What a key under this cluster's prefix holds; None for anything else."""
+        if not key.startswith(self.prefix):
+            return None
+        rest = key[len(self.prefix) :]
+        kind, _, tail = rest.partition("/")
+        try:
+            if kind == "brokers" and tail:
+                return ParsedKey("broker", node_id=int(tail))
+            if kind == "controller" and not tail:
+                return ParsedKey("controller")
+            if kind == "topics" and tail:
+                return ParsedKey("topic", topic=tail)
+            if kind == "partitions" and tail:
+                topic, _, partition = tail.rpartition("/")
+                if topic:
+                    return ParsedKey("partition", topic=topic, partition=int(partition))
+        except ValueError:
+            return None
+        return None

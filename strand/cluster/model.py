@@ -1,0 +1,117 @@
+"""The metadata records kept in etcd (DESIGN §4), as JSON values.
+
+JSON keeps etcd readable with ``etcdctl get --prefix /strand`` while debugging; the
+records are small and written rarely (membership, admin, leadership changes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+NO_LEADER = -1
+
+
+def _dump(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A storage node, present in etcd only while its lease lives."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def to_json(self) -> bytes:
+        return _dump(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> BrokerRegistration:
+        raw = json.loads(data)
+        return cls(int(raw["node_id"]), str(raw["host"]), int(raw["port"]), raw.get("rack"))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: str
+    partitions: int
+    replication_factor: int
+    config: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def to_json(self) -> bytes:
+        return _dump(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> TopicRecord:
+        raw = json.loads(data)
+        return cls(
+            name=str(raw["name"]),
+            topic_id=str(raw["topic_id"]),
+            partitions=int(raw["partitions"]),
+            replication_factor=int(raw["replication_factor"]),
+            config={str(k): str(v) for k, v in raw.get("config", {}).items()},
+            internal=bool(raw.get("internal", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    """Replica placement and leadership of one partition.
+
+    ``replicas`` is ordered: the first is the preferred leader. Every change bumps
+    ``partition_epoch`` (compare-and-swap in etcd); every leader change bumps
+    ``leader_epoch`` (stamped on batches, KIP-101).
+    """
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+
+    def to_json(self) -> bytes:
+        raw = asdict(self)
+        raw["replicas"] = list(self.replicas)
+        raw["isr"] = list(self.isr)
+        return _dump(raw)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> PartitionRecord:
+        raw = json.loads(data)
+        return cls(
+            topic=str(raw["topic"]),
+            partition=int(raw["partition"]),
+            replicas=tuple(int(r) for r in raw["replicas"]),
+            leader=int(raw["leader"]),
+            leader_epoch=int(raw["leader_epoch"]),
+            isr=tuple(int(r) for r in raw["isr"]),
+            partition_epoch=int(raw.get("partition_epoch", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRecord:
+    """Value of the election key: who the active controller is and where to reach it."""
+
+    controller_id: str
+    address: str
+
+    def to_json(self) -> bytes:
+        return _dump(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ControllerRecord:
+        raw = json.loads(data)
+        return cls(str(raw["controller_id"]), str(raw["address"]))

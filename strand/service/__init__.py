@@ -1,0 +1,1 @@
+"""Runtime pieces every Strand service shares: logging, gRPC server setup."""
