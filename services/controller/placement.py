@@ -41,9 +41,9 @@ replicas go wherever the stride lands: racks of sizes 2 and 3 with ``RF = 4`` ge
 partitions with three replicas in one rack and one in the other. KRaft's
 ``StripedReplicaPlacer`` round-robins over racks and then over the brokers inside
 each, so the brokers of a small rack lead more partitions than those of a large rack.
-Both also let replica counts drift two or more apart on equal racks. So Strand uses a
-different algorithm, in three steps, against load counters that start from
-``existing``:
+The stride also lets replica counts drift two apart on equal racks (two racks of
+four, ``RF = 2``, 60 partitions). So Strand uses a different algorithm, in three
+steps, against load counters that start from ``existing``:
 
 1. Greedy choice, one partition at a time.
    *Leader*: the broker with the fewest preferred leaders (then the fewest replicas,
