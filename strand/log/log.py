@@ -2,8 +2,10 @@
 
 Thread-safety: every mutation holds the log's lock. Reads take no lock: they work on
 a snapshot of the segment list (replaced, never mutated in place) and bound
-themselves by the log end offset read before they start, so a concurrent append
-or roll never shows them a half-written batch.
+themselves by the log end offset read before they start, so a concurrent append,
+roll, truncation, retention or compaction never shows them a half-written batch
+(deleted segment files are unlinked and their descriptors left to the garbage
+collector). ``close()`` and ``delete()`` do close descriptors: stop reading first.
 """
 
 from __future__ import annotations
@@ -185,6 +187,18 @@ class PartitionLog:
     @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a changed topic configuration (Kafka's dynamic topic config).
+
+        Every later decision uses it: validation of appends, the active segment's roll
+        limits, flushing, retention and cleaning. Index files keep the capacity they
+        were created with; ``segment.index.bytes`` sizes the segments rolled from now on.
+        """
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.config = config
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # Readers snapshot these two lists without the lock: always replace, never mutate.

@@ -1,0 +1,2 @@
+"""partition-storage: hosts partition replicas on local disk and serves produce, fetch and
+list-offsets for the partitions this node leads (DESIGN §1, §3, §5)."""

@@ -1,0 +1,75 @@
+"""Entry point: ``python -m services.storage`` (flags or STRAND_* environment)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from services.storage.server import StorageProcess, StorageSettings, split_host_port
+from strand.service.logs import setup_logging
+
+
+def parse_args(argv: list[str] | None = None) -> StorageSettings:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(prog="strand-storage", description=__doc__)
+    parser.add_argument("--etcd", default=env("STRAND_ETCD", "127.0.0.1:2379"),
+                        help="comma-separated etcd endpoints host:port")
+    parser.add_argument("--cluster", default=env("STRAND_CLUSTER", "local"))
+    parser.add_argument("--listen", default=env("STRAND_LISTEN", "127.0.0.1:9092"))
+    parser.add_argument("--advertise", default=env("STRAND_ADVERTISE"),
+                        help="address other processes use to reach this one (default: --listen)")
+    parser.add_argument("--node-id", type=int, default=env("STRAND_NODE_ID"),
+                        help="this node's broker id (required)")
+    parser.add_argument("--rack", default=env("STRAND_RACK") or None,
+                        help="failure domain (zone) for rack-aware placement")
+    parser.add_argument("--data-dir", type=Path, default=env("STRAND_DATA_DIR"),
+                        help="directory of the partition logs (required)")
+    parser.add_argument("--lease-ttl", type=int, default=int(env("STRAND_LEASE_TTL", "5")),
+                        help="seconds without a keepalive before the node counts as dead")
+    parser.add_argument("--maintenance-interval", type=float,
+                        default=float(env("STRAND_MAINTENANCE_INTERVAL", "5")),
+                        help="seconds between retention/compaction/flush/checkpoint rounds")
+    parser.add_argument("--io-threads", type=int, default=int(env("STRAND_IO_THREADS", "8")),
+                        help="threads doing disk work")
+    parser.add_argument("--shutdown-grace", type=float,
+                        default=float(env("STRAND_SHUTDOWN_GRACE", "5")),
+                        help="seconds in-flight calls get to finish on SIGTERM")
+    args = parser.parse_args(argv)
+    if args.node_id is None or int(args.node_id) < 0:
+        parser.error("--node-id (or STRAND_NODE_ID) must be given and be >= 0")
+    if args.data_dir is None:
+        parser.error("--data-dir (or STRAND_DATA_DIR) must be given")
+    advertise = args.advertise or args.listen
+    try:
+        split_host_port(advertise)
+    except ValueError as exc:
+        parser.error(f"--advertise: {exc}")
+    if args.lease_ttl < 1 or args.io_threads < 1 or args.maintenance_interval <= 0:
+        parser.error("--lease-ttl, --io-threads and --maintenance-interval must be positive")
+    return StorageSettings(
+        etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
+        cluster=args.cluster, listen=args.listen, advertise=advertise,
+        node_id=int(args.node_id), data_dir=Path(args.data_dir), rack=args.rack,
+        lease_ttl=args.lease_ttl, maintenance_interval_s=args.maintenance_interval,
+        io_threads=args.io_threads, shutdown_grace_s=args.shutdown_grace,
+    )
+
+
+async def _main(settings: StorageSettings) -> None:
+    process = StorageProcess(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, process.stop)
+    await process.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    setup_logging("storage", os.environ.get("STRAND_LOG_LEVEL", "INFO"))
+    asyncio.run(_main(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""ListOffsets: the earliest offset, the latest one, or the first at or after a timestamp.
+
+Only the leader answers, and only with what consumers may read: "latest" is the high
+watermark (the last stable offset for ``read_committed``, the same until
+transactions land), and a timestamp search never finds a record above it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.storage.disk import DiskExecutor
+from services.storage.errors import wire_code
+from services.storage.replica import Replica
+from services.storage.replica_manager import ReplicaManager
+from strand.errors import InvalidRequestError
+from strand.log.leader_epoch import UNDEFINED_EPOCH
+from strand.log.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+LATEST = -1
+EARLIEST = -2
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetQuery:
+    topic: str
+    partition: int
+    timestamp: int  # LATEST, EARLIEST, or a timestamp in ms
+
+
+@dataclass(slots=True)
+class OffsetAnswer:
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+    offset: int = -1
+    timestamp: int = NO_TIMESTAMP
+    leader_epoch: int = UNDEFINED_EPOCH
+
+
+class OffsetLookup:
+    def __init__(self, manager: ReplicaManager, disk: DiskExecutor) -> None:
+        self.manager = manager
+        self.disk = disk
+
+    async def list_offsets(self, queries: Sequence[OffsetQuery],
+                           read_committed: bool) -> list[OffsetAnswer]:
+        """One answer per query, in the same order."""
+        answers = [OffsetAnswer(q.topic, q.partition) for q in queries]
+        found: list[tuple[OffsetAnswer, OffsetQuery, Replica]] = []
+        for answer, query in zip(answers, queries, strict=True):
+            try:
+                if query.timestamp < EARLIEST:
+                    raise InvalidRequestError(
+                        f"timestamp {query.timestamp}: expected -1 (latest), -2 (earliest) "
+                        "or a timestamp >= 0")
+                replica = self.manager.leader_replica(query.topic, query.partition)
+            except Exception as exc:
+                _fail(answer, exc)
+                continue
+            found.append((answer, query, replica))
+        if not found:
+            return answers
+
+        def lookup_all() -> None:
+            for answer, query, replica in found:
+                try:
+                    _lookup(answer, query, replica.log, replica.record.leader_epoch,
+                            read_committed)
+                except Exception as exc:
+                    _fail(answer, exc)
+
+        try:
+            await self.disk.run(lookup_all, [replica for _, _, replica in found])
+        except Exception as exc:
+            for answer, _, _ in found:
+                _fail(answer, exc)
+        return answers
+
+
+def _lookup(answer: OffsetAnswer, query: OffsetQuery, partition_log: PartitionLog,
+            current_epoch: int, read_committed: bool) -> None:
+    # read_committed stops at the last stable offset: the high watermark until
+    # transactions land.
+    upper = partition_log.high_watermark
+    if query.timestamp == LATEST:
+        answer.offset = upper
+        answer.leader_epoch = current_epoch
+        return
+    if query.timestamp == EARLIEST:
+        answer.offset = partition_log.log_start_offset
+        answer.leader_epoch = _epoch_of(partition_log, answer.offset)
+        return
+    found = partition_log.offset_for_timestamp(query.timestamp, max_offset=upper)
+    if found is not None:
+        answer.offset, answer.timestamp = found
+        answer.leader_epoch = _epoch_of(partition_log, answer.offset)
+
+
+def _epoch_of(partition_log: PartitionLog, offset: int) -> int:
+    """The leader epoch that wrote ``offset`` (from the leader epoch cache)."""
+    epoch = UNDEFINED_EPOCH
+    for entry in partition_log.leader_epochs.entries():
+        if entry.start_offset > offset:
+            break
+        epoch = entry.epoch
+    return epoch
+
+
+def _fail(answer: OffsetAnswer, exc: Exception) -> None:
+    answer.error_code = wire_code(exc)
+    answer.error_message = str(exc) or type(exc).__name__
+    if answer.error_code < 0:
+        log.error("list offsets failed", exc_info=exc,
+                  extra={"topic": answer.topic, "partition": answer.partition})

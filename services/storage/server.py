@@ -1,0 +1,214 @@
+"""The storage node process: gRPC ↔ the storage domain, membership, health, shutdown.
+
+Start: watch the cluster metadata, open the logs of the partitions this node hosts,
+serve gRPC, register ``brokers/<node-id>`` under a lease, then report SERVING.
+SIGTERM: NOT_SERVING, answer waiting fetches, stop the server (in-flight calls
+finish), close every log cleanly (so the next start skips recovery), revoke the
+lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from services.storage.disk import DiskExecutor
+from services.storage.fetch import FetchedPartition, Fetcher, FetchParams, PartitionFetch
+from services.storage.maintenance import LogMaintenance
+from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
+from services.storage.produce import Appender, AppendResult, PartitionAppend
+from services.storage.registration import BrokerRegistrar
+from services.storage.replica_manager import ReplicaManager
+from strand.cluster.cache import MetadataCache
+from strand.cluster.etcd import MetadataWatcher, connect
+from strand.cluster.keys import KeySpace
+from strand.cluster.model import BrokerRegistration
+from strand.v1 import common_pb2 as pb
+from strand.v1 import storage_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+SERVICE_NAME = "strand.v1.Storage"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    etcd_endpoints: list[str]
+    cluster: str
+    listen: str
+    advertise: str
+    node_id: int
+    data_dir: Path
+    rack: str | None = None
+    lease_ttl: int = 5
+    maintenance_interval_s: float = 5.0
+    io_threads: int = 8
+    shutdown_grace_s: float = 5.0
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` → (host, port); ValueError if malformed."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected host:port, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+class StorageServicer(storage_pb2_grpc.StorageServicer):
+    """Translates protobuf requests into domain calls and domain results back."""
+
+    def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup) -> None:
+        self.appender = appender
+        self.fetcher = fetcher
+        self.offsets = offsets
+
+    async def Produce(self, request: pb.ProduceRequest,
+                      context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
+        appends = [PartitionAppend(topic.topic, p.partition, p.records)
+                   for topic in request.topics for p in topic.partitions]
+        results = iter(await self.appender.append(request.acks, appends))
+        response = pb.ProduceResponse()
+        for topic in request.topics:
+            out = response.topics.add(topic=topic.topic)
+            for result in _take(results, len(topic.partitions)):
+                out.partitions.append(_produce_result(result))
+        return response
+
+    async def Fetch(self, request: pb.FetchRequest,
+                    context: grpc.aio.ServicerContext) -> pb.FetchResponse:
+        params = FetchParams(
+            max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes,
+            read_committed=request.isolation_level == pb.READ_COMMITTED,
+            partitions=[PartitionFetch(topic.topic, p.partition, p.fetch_offset,
+                                       p.partition_max_bytes, p.current_leader_epoch)
+                        for topic in request.topics for p in topic.partitions],
+        )
+        results = iter(await self.fetcher.fetch(params))
+        response = pb.FetchResponse()
+        for topic in request.topics:
+            out = response.topics.add(topic=topic.topic)
+            for result in _take(results, len(topic.partitions)):
+                out.partitions.append(_fetch_result(result))
+        return response
+
+    async def ListOffsets(self, request: pb.ListOffsetsRequest,
+                          context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
+        queries = [OffsetQuery(topic.topic, p.partition, p.timestamp)
+                   for topic in request.topics for p in topic.partitions]
+        answers = iter(await self.offsets.list_offsets(
+            queries, request.isolation_level == pb.READ_COMMITTED))
+        response = pb.ListOffsetsResponse()
+        for topic in request.topics:
+            out = response.topics.add(topic=topic.topic)
+            for answer in _take(answers, len(topic.partitions)):
+                out.partitions.append(_offset_answer(answer))
+        return response
+
+
+def _take(results: Iterator[T], count: int) -> list[T]:
+    return [next(results) for _ in range(count)]
+
+
+def _produce_result(result: AppendResult) -> pb.PartitionProduceResponse:
+    return pb.PartitionProduceResponse(
+        partition=result.partition, error_code=result.error_code,  # type: ignore[arg-type]
+        error_message=result.error_message, base_offset=result.base_offset,
+        log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset)
+
+
+def _fetch_result(result: FetchedPartition) -> pb.PartitionFetchResponse:
+    return pb.PartitionFetchResponse(
+        partition=result.partition, error_code=result.error_code,  # type: ignore[arg-type]
+        error_message=result.error_message, high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
+        records=result.records)
+
+
+def _offset_answer(answer: OffsetAnswer) -> pb.PartitionListOffsetsResponse:
+    return pb.PartitionListOffsetsResponse(
+        partition=answer.partition, error_code=answer.error_code,  # type: ignore[arg-type]
+        error_message=answer.error_message, offset=answer.offset, timestamp=answer.timestamp,
+        leader_epoch=answer.leader_epoch)
+
+
+class StorageProcess:
+    def __init__(self, settings: StorageSettings) -> None:
+        self.settings = settings
+        self.keys = KeySpace(settings.cluster)
+        self.cache = MetadataCache(self.keys)
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        settings = self.settings
+        host, port = split_host_port(settings.advertise)
+        registration = BrokerRegistration(settings.node_id, host, port, settings.rack)
+        etcd = await connect(settings.etcd_endpoints)
+        watcher = MetadataWatcher(etcd, self.cache)
+        disk = DiskExecutor(settings.io_threads)
+        manager = ReplicaManager(settings.node_id, settings.data_dir, self.cache, disk)
+        maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
+        registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ])
+        storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
+            Appender(manager, disk), Fetcher(manager, disk), OffsetLookup(manager, disk)), server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        maintenance_task: asyncio.Task[None] | None = None
+        try:
+            await watcher.start()
+            await manager.start()
+            if server.add_insecure_port(settings.listen) == 0:
+                raise RuntimeError(f"cannot listen on {settings.listen}")
+            await server.start()
+            registrar.start()
+            await _first_of(registrar.registered.wait(), self._stopping.wait())
+            maintenance_task = asyncio.create_task(maintenance.run(), name="log-maintenance")
+            if not self._stopping.is_set():
+                for service in ("", SERVICE_NAME):
+                    await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+                log.info("storage node serving", extra={
+                    "listen": settings.listen, "advertise": settings.advertise,
+                    "node_id": settings.node_id, "partitions": len(manager.replicas)})
+            await self._stopping.wait()
+            log.info("stopping")
+        finally:
+            await health_servicer.enter_graceful_shutdown()
+            manager.begin_shutdown()
+            await server.stop(grace=settings.shutdown_grace_s)
+            maintenance.stop()
+            if maintenance_task is not None:
+                await maintenance_task
+            await manager.shutdown()
+            await registrar.stop()
+            await watcher.stop()
+            await etcd.close()
+            disk.shutdown()
+            log.info("stopped")
+
+
+async def _first_of(*waits: Coroutine[Any, Any, object]) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
