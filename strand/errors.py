@@ -33,6 +33,11 @@ class ErrorCode(enum.IntEnum):
     INVALID_CONFIG = 40
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
 
 
 class StrandError(Exception):
@@ -120,3 +125,119 @@ class NotControllerError(StrandError):
 
 class InvalidRequestError(StrandError):
     code = ErrorCode.INVALID_REQUEST
+
+
+# ---------------------------------------------------------------- one class per code
+
+class UnknownServerError(StrandError):
+    """The server failed in a way it did not classify (a bug, or an unknown code)."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class InvalidFetchSizeError(StrandError):
+    code = ErrorCode.INVALID_FETCH_SIZE
+
+
+class LeaderNotAvailableError(StrandError):
+    """The partition has no live leader right now (an election is under way)."""
+
+    code = ErrorCode.LEADER_NOT_AVAILABLE
+    retriable = True
+
+
+class NotLeaderOrFollowerError(StrandError):
+    """The node asked does not lead the partition (the client's metadata is stale)."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    retriable = True
+
+
+class RequestTimedOutError(StrandError):
+    """The request (or a record's delivery) did not complete in time."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+    retriable = True
+
+
+class RecordListTooLargeError(StrandError):
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class NotEnoughReplicasError(StrandError):
+    """acks=all and the in-sync replica set is smaller than min.insync.replicas."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(StrandError):
+    """Appended by the leader, but the in-sync replica set shrank before acknowledging."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    retriable = True
+
+
+class InvalidRequiredAcksError(StrandError):
+    code = ErrorCode.INVALID_REQUIRED_ACKS
+
+
+class FencedLeaderEpochError(StrandError):
+    """The client's leader epoch is older than the partition's: its metadata is stale."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+    retriable = True
+
+
+class UnknownLeaderEpochError(StrandError):
+    """The client's leader epoch is newer than the node knows: the node lags behind."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+    retriable = True
+
+
+_ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: UnknownServerError,
+    ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
+    ErrorCode.CORRUPT_MESSAGE: CorruptRecordError,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicOrPartitionError,
+    ErrorCode.INVALID_FETCH_SIZE: InvalidFetchSizeError,
+    ErrorCode.LEADER_NOT_AVAILABLE: LeaderNotAvailableError,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
+    ErrorCode.REQUEST_TIMED_OUT: RequestTimedOutError,
+    ErrorCode.MESSAGE_TOO_LARGE: RecordTooLargeError,
+    ErrorCode.INVALID_TOPIC_EXCEPTION: InvalidTopicError,
+    ErrorCode.KAFKA_STORAGE_ERROR: StorageError,
+    ErrorCode.RECORD_LIST_TOO_LARGE: RecordListTooLargeError,
+    ErrorCode.INVALID_TIMESTAMP: InvalidTimestampError,
+    ErrorCode.INVALID_PARTITIONS: InvalidPartitionsError,
+    ErrorCode.INVALID_REPLICATION_FACTOR: InvalidReplicationFactorError,
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: InvalidReplicaAssignmentError,
+    ErrorCode.TOPIC_ALREADY_EXISTS: TopicAlreadyExistsError,
+    ErrorCode.NOT_CONTROLLER: NotControllerError,
+    ErrorCode.INVALID_REQUEST: InvalidRequestError,
+    ErrorCode.INVALID_CONFIG: InvalidConfigError,
+    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: UnsupportedCompressionError,
+    ErrorCode.INVALID_RECORD: InvalidRecordError,
+    ErrorCode.NOT_ENOUGH_REPLICAS: NotEnoughReplicasError,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: NotEnoughReplicasAfterAppendError,
+    ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
+    ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
+    ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
+}
+
+
+def error_for(code: int, message: str = "") -> StrandError:
+    """The typed error for a response's error code (Kafka's ``Errors.forCode``).
+
+    A code this version does not know becomes an UnknownServerError naming the
+    number. ``NONE`` is not an error: asking for it is a caller's bug (ValueError).
+    """
+    try:
+        known = ErrorCode(code)
+    except ValueError:
+        return UnknownServerError(f"unknown error code {code}: {message}" if message
+                                  else f"unknown error code {code}")
+    if known is ErrorCode.NONE:
+        raise ValueError("error code NONE is not an error")
+    return _ERROR_CLASSES[known](message or known.name)

@@ -59,6 +59,15 @@ class MetadataCache:
                     self.controller_epoch = create_revision
         self.revision = max(self.revision, revision)
 
+    def known_keys(self) -> set[str]:
+        """Every key this cache holds a record for (to diff against a fresh snapshot)."""
+        keys = {self.keys.broker(n) for n in self.brokers}
+        keys |= {self.keys.topic(t) for t in self.topics}
+        keys |= {self.keys.partition(t, p) for t, p in self.partitions}
+        if self.controller is not None:
+            keys.add(self.keys.controller)
+        return keys
+
     def notify(self) -> None:
         """Wake everyone waiting in :meth:`wait_changed` (after a batch of events)."""
         self._changed.set()

@@ -74,10 +74,13 @@ class LeaseKeeper:
             await asyncio.sleep(interval)
             try:
                 ttl = await self._keep_alive_once()
-            except grpc.aio.AioRpcError as exc:
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure counts toward losing the lease
                 failures_since_ok += interval
+                reason = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
                 log.warning("lease keepalive failed", extra={"lease": self.lease_id,
-                                                             "error": exc.code().name})
+                                                             "error": reason})
                 if failures_since_ok >= self.ttl:
                     break
                 continue
@@ -129,6 +132,33 @@ class MetadataWatcher:
                                          name="metadata-watch")
 
     async def _follow(self, start_revision: int) -> None:
+        """Follow the watch; if it ever ends or fails (etcd compacted past us, a bug),
+        take a fresh snapshot and go on rather than serve stale metadata silently."""
+        while True:
+            try:
+                await self._watch_from(start_revision)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("metadata watch failed; taking a fresh snapshot")
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(Exception):
+                start_revision = await self._resnapshot()
+
+    async def _resnapshot(self) -> int:
+        prefix = self.cache.keys.prefix
+        snapshot = await self.etcd.kv.get(prefix, range_end=prefix_range_end(prefix.encode()))
+        present = {kv.key.decode() for kv in snapshot.kvs}
+        for key in self.cache.known_keys() - present:
+            self.cache.apply(key, None, revision=int(snapshot.header.revision))
+        for kv in snapshot.kvs:
+            self.cache.apply(kv.key.decode(), kv.value, create_revision=kv.create_revision,
+                             revision=kv.mod_revision)
+        self.cache.revision = max(self.cache.revision, int(snapshot.header.revision))
+        self.cache.notify()
+        return int(snapshot.header.revision) + 1
+
+    async def _watch_from(self, start_revision: int) -> None:
         prefix = self.cache.keys.prefix
         async for response in self.etcd.watch.watch(
                 prefix, range_end=prefix_range_end(prefix.encode()),

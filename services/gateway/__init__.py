@@ -1,0 +1,1 @@
+"""The gateway: the client-facing API, stateless, routing to partition leaders."""

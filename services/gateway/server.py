@@ -1,0 +1,378 @@
+"""The gateway process: strand.v1.Gateway ↔ storage nodes and the active controller.
+
+Stateless: metadata comes from an etcd watch, so any number of gateways can run.
+Produce, fetch and list-offsets requests are split per leader node and forwarded
+concurrently, one call per node; topic admin goes to the active controller; metadata
+and topic configs are answered from the local cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from services.gateway.routing import route
+from strand.cluster.cache import MetadataCache
+from strand.cluster.etcd import MetadataWatcher, connect
+from strand.cluster.keys import KeySpace
+from strand.errors import ErrorCode
+from strand.log.config import TOPIC_CONFIG
+from strand.v1 import common_pb2 as pb
+from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+CONTROLLER_WAIT_S = 10.0
+VALID_ACKS = (0, 1, -1)
+
+Response = TypeVar("Response")
+
+
+def _code(code: ErrorCode) -> Any:
+    return pb.ErrorCode.Value(code.name)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    etcd_endpoints: list[str]
+    cluster: str
+    listen: str
+
+
+class Channels:
+    """One channel per remote address, reused by every request."""
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def get(self, address: str) -> grpc.aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+            self._channels[address] = channel
+        return channel
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+def _transport_code(exc: grpc.aio.AioRpcError) -> ErrorCode:
+    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ErrorCode.REQUEST_TIMED_OUT
+    # The leader is gone or moving: the client refreshes metadata and retries.
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def _grouped(entries: Iterable[tuple[str, int, Any]]) -> dict[str, list[Any]]:
+    topics: dict[str, list[Any]] = {}
+    for topic, _partition, item in entries:
+        topics.setdefault(topic, []).append(item)
+    return topics
+
+
+class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
+    def __init__(self, cache: MetadataCache, channels: Channels) -> None:
+        self.cache = cache
+        self.channels = channels
+
+    def _storage(self, address: str) -> storage_pb2_grpc.StorageStub:
+        return storage_pb2_grpc.StorageStub(self.channels.get(address))
+
+    # -- produce ------------------------------------------------------------------------------
+
+    async def Produce(self, request: pb.ProduceRequest,
+                      context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
+        results: dict[tuple[str, int], pb.PartitionProduceResponse] = {}
+        items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
+        if request.acks not in VALID_ACKS:
+            for topic, partition, _ in items:
+                results[(topic, partition)] = pb.PartitionProduceResponse(
+                    partition=partition, error_code=_code(ErrorCode.INVALID_REQUIRED_ACKS),
+                    error_message=f"acks must be 0, 1 or -1 (all), not {request.acks}")
+            return self._produce_response(request, results)
+        routes = route(self.cache, items)
+        for u in routes.unroutable:
+            results[(u.topic, u.partition)] = pb.PartitionProduceResponse(
+                partition=u.partition, error_code=_code(u.code), error_message=u.message)
+        timeout = max(request.timeout_ms, 1000) / 1000 + 5
+
+        async def forward(address: str, entries: list[tuple[str, int, Any]]) -> None:
+            sub = pb.ProduceRequest(acks=request.acks, timeout_ms=request.timeout_ms,
+                                    transactional_id=request.transactional_id, topics=[
+                                        pb.TopicProduceData(topic=topic, partitions=parts)
+                                        for topic, parts in _grouped(entries).items()])
+            try:
+                response = await self._storage(address).Produce(sub, timeout=timeout)
+            except grpc.aio.AioRpcError as exc:
+                for topic, partition, _ in entries:
+                    results[(topic, partition)] = pb.PartitionProduceResponse(
+                        partition=partition, error_code=_code(_transport_code(exc)),
+                        error_message=f"leader {address}: {exc.code().name} {exc.details()}")
+                return
+            for topic_response in response.topics:
+                for part in topic_response.partitions:
+                    results[(topic_response.topic, part.partition)] = part
+
+        await asyncio.gather(*(forward(address, entries)
+                               for (_, address), entries in routes.by_node.items()))
+        return self._produce_response(request, results)
+
+    @staticmethod
+    def _produce_response(request: pb.ProduceRequest,
+                          results: dict[tuple[str, int], pb.PartitionProduceResponse]
+                          ) -> pb.ProduceResponse:
+        return pb.ProduceResponse(topics=[
+            pb.TopicProduceResponse(topic=t.topic, partitions=[
+                results.get((t.topic, p.partition)) or pb.PartitionProduceResponse(
+                    partition=p.partition, error_code=_code(ErrorCode.UNKNOWN_SERVER_ERROR),
+                    error_message="no answer from the leader")
+                for p in t.partitions])
+            for t in request.topics])
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    async def Fetch(self, request: pb.FetchRequest,
+                    context: grpc.aio.ServicerContext) -> pb.FetchResponse:
+        results: dict[tuple[str, int], pb.PartitionFetchResponse] = {}
+        items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
+        routes = route(self.cache, items)
+        for u in routes.unroutable:
+            results[(u.topic, u.partition)] = pb.PartitionFetchResponse(
+                partition=u.partition, error_code=_code(u.code), error_message=u.message,
+                high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
+        timeout = request.max_wait_ms / 1000 + 10
+
+        async def forward(address: str, entries: list[tuple[str, int, Any]]) -> bool:
+            sub = pb.FetchRequest(max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+                                  max_bytes=request.max_bytes,
+                                  isolation_level=request.isolation_level, topics=[
+                                      pb.TopicFetchData(topic=topic, partitions=parts)
+                                      for topic, parts in _grouped(entries).items()])
+            try:
+                response = await self._storage(address).Fetch(sub, timeout=timeout)
+            except grpc.aio.AioRpcError as exc:
+                for topic, partition, _ in entries:
+                    results[(topic, partition)] = pb.PartitionFetchResponse(
+                        partition=partition, error_code=_code(_transport_code(exc)),
+                        error_message=f"leader {address}: {exc.code().name} {exc.details()}",
+                        high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
+                return True
+            found = False
+            for topic_response in response.topics:
+                for part in topic_response.partitions:
+                    results[(topic_response.topic, part.partition)] = part
+                    found = found or bool(part.records) or part.error_code != 0
+            return found
+
+        # Every node long-polls on its own; the first one with data (or an error)
+        # answers the client, and the others' polls are cancelled rather than awaited:
+        # their partitions come back empty this time (fetch is a read, so nothing lost).
+        pending = {asyncio.ensure_future(forward(address, entries))
+                   for (_, address), entries in routes.by_node.items()}
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if any(task.result() for task in done):
+                break
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return pb.FetchResponse(topics=[
+            pb.TopicFetchResponse(topic=t.topic, partitions=[
+                results.get((t.topic, p.partition)) or pb.PartitionFetchResponse(
+                    partition=p.partition, high_watermark=-1, last_stable_offset=-1,
+                    log_start_offset=-1)
+                for p in t.partitions])
+            for t in request.topics])
+
+    # -- list offsets -------------------------------------------------------------------------
+
+    async def ListOffsets(self, request: pb.ListOffsetsRequest,
+                          context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
+        results: dict[tuple[str, int], pb.PartitionListOffsetsResponse] = {}
+        items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
+        routes = route(self.cache, items)
+        for u in routes.unroutable:
+            results[(u.topic, u.partition)] = pb.PartitionListOffsetsResponse(
+                partition=u.partition, error_code=_code(u.code), error_message=u.message,
+                offset=-1, timestamp=-1, leader_epoch=-1)
+
+        async def forward(address: str, entries: list[tuple[str, int, Any]]) -> None:
+            sub = pb.ListOffsetsRequest(isolation_level=request.isolation_level, topics=[
+                pb.TopicListOffsets(topic=topic, partitions=parts)
+                for topic, parts in _grouped(entries).items()])
+            try:
+                response = await self._storage(address).ListOffsets(sub, timeout=30)
+            except grpc.aio.AioRpcError as exc:
+                for topic, partition, _ in entries:
+                    results[(topic, partition)] = pb.PartitionListOffsetsResponse(
+                        partition=partition, error_code=_code(_transport_code(exc)),
+                        error_message=f"leader {address}: {exc.code().name}",
+                        offset=-1, timestamp=-1, leader_epoch=-1)
+                return
+            for topic_response in response.topics:
+                for part in topic_response.partitions:
+                    results[(topic_response.topic, part.partition)] = part
+
+        await asyncio.gather(*(forward(address, entries)
+                               for (_, address), entries in routes.by_node.items()))
+        return pb.ListOffsetsResponse(topics=[
+            pb.TopicListOffsetsResponse(topic=t.topic, partitions=[
+                results[(t.topic, p.partition)] for p in t.partitions])
+            for t in request.topics])
+
+    # -- metadata and configs (answered from the cache) ----------------------------------------
+
+    async def Metadata(self, request: pb.MetadataRequest,
+                       context: grpc.aio.ServicerContext) -> pb.MetadataResponse:
+        cache = self.cache
+        names = list(request.topics) or sorted(cache.topics)
+        topics = []
+        for name in names:
+            record = cache.topics.get(name)
+            if record is None:
+                topics.append(pb.TopicMetadata(
+                    name=name, error_code=_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    error_message=f"unknown topic {name!r}"))
+                continue
+            partitions = []
+            for part in cache.partitions_of(name):
+                live = part.leader in cache.brokers
+                partitions.append(pb.PartitionMetadata(
+                    partition=part.partition,
+                    error_code=_code(ErrorCode.NONE if live else ErrorCode.LEADER_NOT_AVAILABLE),
+                    leader=part.leader if live else -1, leader_epoch=part.leader_epoch,
+                    replicas=list(part.replicas), isr=list(part.isr)))
+            topics.append(pb.TopicMetadata(name=name, topic_id=record.topic_id,
+                                           is_internal=record.internal, partitions=partitions))
+        brokers = [pb.BrokerMetadata(node_id=b.node_id, host=b.host, port=b.port,
+                                     rack=b.rack or "")
+                   for b in sorted(cache.brokers.values(), key=lambda b: b.node_id)]
+        return pb.MetadataResponse(cluster_id=cache.keys.prefix.strip("/"), controller_id=-1,
+                                   brokers=brokers, topics=topics)
+
+    async def DescribeConfigs(self, request: pb.DescribeConfigsRequest,
+                              context: grpc.aio.ServicerContext) -> pb.DescribeConfigsResponse:
+        out = []
+        for name in request.topics:
+            record = self.cache.topics.get(name)
+            if record is None:
+                out.append(pb.DescribeConfigsResponse.Topic(
+                    name=name, error_code=_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    error_message=f"unknown topic {name!r}"))
+                continue
+            entries = []
+            for key in sorted(TOPIC_CONFIG):
+                if key in record.config:
+                    entries.append(pb.ConfigEntry(key=key, value=record.config[key]))
+                else:
+                    default = TOPIC_CONFIG[key].default
+                    text = ",".join(default) if isinstance(default, tuple) else str(default)
+                    entries.append(pb.ConfigEntry(key=key, value=text.lower()
+                                                  if isinstance(default, bool) else text,
+                                                  is_default=True))
+            out.append(pb.DescribeConfigsResponse.Topic(name=name, configs=entries))
+        return pb.DescribeConfigsResponse(topics=out)
+
+    # -- topic admin (forwarded to the active controller) --------------------------------------
+
+    async def _to_controller(self, call: Callable[[controller_pb2_grpc.ControllerStub],
+                                                  Awaitable[Response]],
+                             names: list[str], empty: Callable[[list[pb.TopicResult]], Response]
+                             ) -> Response:
+        """Forward to the active controller; if it just changed, wait for the new one once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONTROLLER_WAIT_S
+        while True:
+            controller = self.cache.controller
+            if controller is not None:
+                stub = controller_pb2_grpc.ControllerStub(self.channels.get(controller.address))
+                try:
+                    response = await call(stub)
+                except grpc.aio.AioRpcError as exc:
+                    failure = f"controller {controller.address}: {exc.code().name}"
+                else:
+                    results = getattr(response, "topics", [])
+                    if not any(r.error_code == _code(ErrorCode.NOT_CONTROLLER) for r in results):
+                        return response
+                    failure = "the controller changed during the request"
+            else:
+                failure = "no active controller"
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return empty([pb.TopicResult(name=n, error_code=_code(ErrorCode.NOT_CONTROLLER),
+                                             error_message=failure) for n in names])
+            await self.cache.wait_changed(min(remaining, 1.0))
+
+    async def CreateTopics(self, request: pb.CreateTopicsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
+        return await self._to_controller(
+            lambda stub: stub.CreateTopics(request, timeout=30), [t.name for t in request.topics],
+            lambda results: pb.CreateTopicsResponse(topics=results))
+
+    async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
+        return await self._to_controller(
+            lambda stub: stub.DeleteTopics(request, timeout=30), list(request.topics),
+            lambda results: pb.DeleteTopicsResponse(topics=results))
+
+    async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
+                               context: grpc.aio.ServicerContext) -> pb.CreatePartitionsResponse:
+        return await self._to_controller(
+            lambda stub: stub.CreatePartitions(request, timeout=30),
+            [t.name for t in request.topics],
+            lambda results: pb.CreatePartitionsResponse(topics=results))
+
+    async def AlterConfigs(self, request: pb.AlterConfigsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.AlterConfigsResponse:
+        return await self._to_controller(
+            lambda stub: stub.AlterConfigs(request, timeout=30), [t.name for t in request.topics],
+            lambda results: pb.AlterConfigsResponse(topics=results))
+
+
+class GatewayProcess:
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.cache = MetadataCache(KeySpace(settings.cluster))
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        etcd = await connect(self.settings.etcd_endpoints)
+        watcher = MetadataWatcher(etcd, self.cache)
+        await watcher.start()
+        channels = Channels()
+        server = grpc.aio.server(options=GRPC_OPTIONS)
+        gateway_pb2_grpc.add_GatewayServicer_to_server(GatewayServicer(self.cache, channels),
+                                                       server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        if server.add_insecure_port(self.settings.listen) == 0:
+            raise RuntimeError(f"cannot listen on {self.settings.listen}")
+        await server.start()
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info("gateway serving", extra={"listen": self.settings.listen})
+        try:
+            await self._stopping.wait()
+        finally:
+            await server.stop(grace=2)
+            await channels.close()
+            await watcher.stop()
+            await etcd.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
