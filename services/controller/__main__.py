@@ -9,11 +9,13 @@ import signal
 
 from services.controller.server import ControllerProcess, ControllerSettings, new_controller_id
 from strand.service.logs import setup_logging
+from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
 
 
 def parse_args(argv: list[str] | None = None) -> ControllerSettings:
     env = os.environ.get
     parser = argparse.ArgumentParser(prog="strand-controller", description=__doc__)
+    add_metrics_port_argument(parser)
     parser.add_argument("--etcd", default=env("STRAND_ETCD", "127.0.0.1:2379"),
                         help="comma-separated etcd endpoints host:port")
     parser.add_argument("--cluster", default=env("STRAND_CLUSTER", "local"))
@@ -27,7 +29,7 @@ def parse_args(argv: list[str] | None = None) -> ControllerSettings:
     return ControllerSettings(
         etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
         cluster=args.cluster, listen=args.listen, advertise=args.advertise or args.listen,
-        controller_id=args.id, lease_ttl=args.lease_ttl,
+        controller_id=args.id, lease_ttl=args.lease_ttl, metrics_port=args.metrics_port,
     )
 
 
@@ -41,7 +43,9 @@ async def _main(settings: ControllerSettings) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     setup_logging("controller", os.environ.get("STRAND_LOG_LEVEL", "INFO"))
-    asyncio.run(_main(parse_args(argv)))
+    settings = parse_args(argv)
+    setup_telemetry("controller", metrics_port=settings.metrics_port)
+    asyncio.run(_main(settings))
 
 
 if __name__ == "__main__":

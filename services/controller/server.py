@@ -38,6 +38,7 @@ from strand.cluster.etcd import (
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, NotControllerError, StrandError
+from strand.service import telemetry
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc
 
@@ -53,6 +54,7 @@ class ControllerSettings:
     advertise: str
     controller_id: str
     lease_ttl: int = 5
+    metrics_port: int = 0
 
 
 class ControllerServicer(controller_pb2_grpc.ControllerServicer):
@@ -137,7 +139,7 @@ class ControllerProcess:
         etcd = await connect(settings.etcd_endpoints)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=telemetry.server_interceptors())
         controller_pb2_grpc.add_ControllerServicer_to_server(self.servicer, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -9,11 +9,13 @@ import signal
 
 from services.gateway.server import GatewayProcess, GatewaySettings
 from strand.service.logs import setup_logging
+from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
 
 
 def parse_args(argv: list[str] | None = None) -> GatewaySettings:
     env = os.environ.get
     parser = argparse.ArgumentParser(prog="strand-gateway", description=__doc__)
+    add_metrics_port_argument(parser)
     parser.add_argument("--etcd", default=env("STRAND_ETCD", "127.0.0.1:2379"),
                         help="comma-separated etcd endpoints host:port")
     parser.add_argument("--cluster", default=env("STRAND_CLUSTER", "local"))
@@ -21,7 +23,7 @@ def parse_args(argv: list[str] | None = None) -> GatewaySettings:
     args = parser.parse_args(argv)
     return GatewaySettings(
         etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
-        cluster=args.cluster, listen=args.listen)
+        cluster=args.cluster, listen=args.listen, metrics_port=args.metrics_port)
 
 
 async def _main(settings: GatewaySettings) -> None:
@@ -34,7 +36,9 @@ async def _main(settings: GatewaySettings) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     setup_logging("gateway", os.environ.get("STRAND_LOG_LEVEL", "INFO"))
-    asyncio.run(_main(parse_args(argv)))
+    settings = parse_args(argv)
+    setup_telemetry("gateway", metrics_port=settings.metrics_port)
+    asyncio.run(_main(settings))
 
 
 if __name__ == "__main__":

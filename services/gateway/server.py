@@ -24,6 +24,7 @@ from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.errors import ErrorCode
 from strand.log.config import TOPIC_CONFIG
+from strand.service import telemetry
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2_grpc
 
@@ -49,6 +50,7 @@ class GatewaySettings:
     etcd_endpoints: list[str]
     cluster: str
     listen: str
+    metrics_port: int = 0
 
 
 class Channels:
@@ -356,7 +358,8 @@ class GatewayProcess:
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
         channels = Channels()
-        server = grpc.aio.server(options=GRPC_OPTIONS)
+        server = grpc.aio.server(options=GRPC_OPTIONS,
+                                 interceptors=telemetry.server_interceptors())
         gateway_pb2_grpc.add_GatewayServicer_to_server(GatewayServicer(self.cache, channels),
                                                        server)
         health_servicer = health.aio.HealthServicer()

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from services.storage.server import StorageProcess, StorageSettings, split_host_port
 from strand.service.logs import setup_logging
+from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
 
 
 def parse_args(argv: list[str] | None = None) -> StorageSettings:
     env = os.environ.get
     parser = argparse.ArgumentParser(prog="strand-storage", description=__doc__)
+    add_metrics_port_argument(parser)
     parser.add_argument("--etcd", default=env("STRAND_ETCD", "127.0.0.1:2379"),
                         help="comma-separated etcd endpoints host:port")
     parser.add_argument("--cluster", default=env("STRAND_CLUSTER", "local"))
@@ -55,6 +57,7 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         node_id=int(args.node_id), data_dir=Path(args.data_dir), rack=args.rack,
         lease_ttl=args.lease_ttl, maintenance_interval_s=args.maintenance_interval,
         io_threads=args.io_threads, shutdown_grace_s=args.shutdown_grace,
+        metrics_port=args.metrics_port,
     )
 
 
@@ -68,7 +71,9 @@ async def _main(settings: StorageSettings) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     setup_logging("storage", os.environ.get("STRAND_LOG_LEVEL", "INFO"))
-    asyncio.run(_main(parse_args(argv)))
+    settings = parse_args(argv)
+    setup_telemetry("storage", metrics_port=settings.metrics_port)
+    asyncio.run(_main(settings))
 
 
 if __name__ == "__main__":

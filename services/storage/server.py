@@ -31,6 +31,7 @@ from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import BrokerRegistration
+from strand.service import telemetry
 from strand.v1 import common_pb2 as pb
 from strand.v1 import storage_pb2_grpc
 
@@ -54,6 +55,7 @@ class StorageSettings:
     maintenance_interval_s: float = 5.0
     io_threads: int = 8
     shutdown_grace_s: float = 5.0
+    metrics_port: int = 0
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -162,7 +164,7 @@ class StorageProcess:
         manager = ReplicaManager(settings.node_id, settings.data_dir, self.cache, disk)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
-        server = grpc.aio.server(options=[
+        server = grpc.aio.server(interceptors=telemetry.server_interceptors(), options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ])

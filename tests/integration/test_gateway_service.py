@@ -198,3 +198,25 @@ def test_several_gateways_serve_at_once(cluster: Cluster) -> None:
         assert all(len(got[p]) == 10 for p in range(2))
     finally:
         other.stop()
+
+
+def test_gateway_serves_prometheus_metrics(cluster: Cluster) -> None:
+    import urllib.request
+
+    from cluster_helpers import free_port
+
+    port = free_port()
+    gateway = ServiceProcess("gateway", ["--etcd", cluster.etcd.endpoint, "--cluster", CLUSTER,
+                                         "--metrics-port", str(port)],
+                             cluster.tmp / "gateway-metrics.log").start()
+    try:
+        stub = gateway_pb2_grpc.GatewayStub(grpc.insecure_channel(gateway.address))
+        for _ in range(3):
+            stub.Metadata(pb.MetadataRequest(), timeout=5)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        lines = [line for line in text.decode().splitlines()
+                 if line.startswith("strand_rpc_server_calls")
+                 and "/strand.v1.Gateway/Metadata" in line]
+        assert lines and float(lines[0].rsplit(" ", 1)[1]) >= 3, text.decode()[-2000:]
+    finally:
+        gateway.stop()
