@@ -1,6 +1,5 @@
-"""Producer internals: partitioning, the record accumulator and its batches.
-
-Domain code only (no network): the SDK's ``Producer`` and its sender drive these.
+"""The SDK's producer and its internals: partitioning, the record accumulator and its
+batches (domain code, no network), and the sender thread that ships batches.
 """
 
 from strand.producer.accumulator import (
@@ -22,11 +21,13 @@ from strand.producer.partitioner import (
     murmur2,
     to_positive,
 )
+from strand.producer.producer import Producer
 
 __all__ = [
     "BufferExhaustedError",
     "Callback",
     "LeaderOf",
+    "Producer",
     "ProducerBatch",
     "ProducerClosedError",
     "ReadyCheckResult",

@@ -1,0 +1,341 @@
+"""The SDK's admin client: topics, partitions, configs and the cluster's brokers.
+
+::
+
+    from strand import Admin, NewTopic
+
+    with Admin("127.0.0.1:7070") as admin:
+        admin.create_topics([NewTopic("events", num_partitions=6, replication_factor=3,
+                                      config={"retention.ms": "86400000"})])
+        admin.alter_configs("events", set={"cleanup.policy": "compact"})
+        print(admin.describe_topics(["events"])[0].partitions[0].leader)
+
+Failures raise the typed StrandError of the error code (``error_for``):
+TopicAlreadyExistsError, InvalidTopicError, InvalidConfigError,
+UnknownTopicOrPartitionError, InvalidPartitionsError, ... Calls about several
+topics wait for every topic's result, then raise the error of the first topic that
+failed (in the order given), its message naming every other failure as well; the
+topics that succeeded are done. Call per topic to handle failures one by one. A
+gateway that cannot be reached raises TransportError (RequestTimedOutError for a
+deadline).
+
+Changes are made by the active controller; gateways learn them through their etcd
+watch a moment later. So that a change is usable as soon as the call returns,
+``create_topics``, ``delete_topics``, ``create_partitions`` and ``alter_configs``
+wait (up to ``timeout_ms``) until the gateway's metadata shows it. (With several
+gateways behind one address, another gateway may still lag for a moment.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+
+from strand.client.bootstrap import resolve_bootstrap
+from strand.client.channel import open_channel, transport_error
+from strand.client.metadata import BrokerInfo
+from strand.errors import ErrorCode, error_for
+from strand.v1 import common_pb2 as pb
+from strand.v1 import gateway_pb2_grpc
+
+__all__ = [
+    "Admin",
+    "ClusterDescription",
+    "ConfigValue",
+    "NewTopic",
+    "PartitionDescription",
+    "TopicDescription",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_ids = itertools.count(1)
+_VISIBILITY_POLL_S = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. ``replica_assignment`` (partition → ordered broker ids)
+    places the replicas explicitly and then fixes the partition count and the
+    replication factor; otherwise rack-aware placement decides."""
+
+    name: str
+    num_partitions: int = 1
+    replication_factor: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int | None  # node id; None while the partition has no live leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    is_internal: bool
+    partitions: tuple[PartitionDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigValue:
+    name: str
+    value: str
+    is_default: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int | None
+    brokers: tuple[BrokerInfo, ...]
+
+
+def _check_name(name: object) -> str:
+    if type(name) is not str:
+        raise TypeError(f"topic names are str, not {type(name).__name__}")
+    return name
+
+
+def _raise_failures(results: Iterable[Any], what: str) -> None:
+    """Raise the first failed result's typed error (see the module docstring)."""
+    failed = [r for r in results if r.error_code != ErrorCode.NONE]
+    if not failed:
+        return
+    first = failed[0]
+    message = f"{what} {first.name!r}: {first.error_message or ErrorCode(first.error_code).name}"
+    if len(failed) > 1:
+        others = ", ".join(f"{r.name!r} ({_code_name(r.error_code)}: {r.error_message})"
+                           for r in failed[1:])
+        message += f" [also failed: {others}]"
+    raise error_for(first.error_code, message)
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class Admin:
+    """Administers topics through a gateway; see the module docstring."""
+
+    def __init__(self, bootstrap: str | None = None, *, request_timeout_ms: float = 30_000,
+                 client_id: str | None = None) -> None:
+        if request_timeout_ms <= 0:
+            raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
+        self.client_id = client_id or f"strand-admin-{next(_ids)}"
+        self.bootstrap = resolve_bootstrap(bootstrap)
+        self.request_timeout_ms = request_timeout_ms
+        self._channel = open_channel(self.bootstrap, self.client_id)
+        self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
+        self._closed = False
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _call(self, method: Callable[..., T], request: Any, what: str,
+              timeout_ms: float | None = None) -> T:
+        if self._closed:
+            raise RuntimeError("the admin client is closed")
+        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        try:
+            return method(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise transport_error(exc, self.bootstrap, what) from None
+
+    def _metadata(self, names: Sequence[str] = ()) -> pb.MetadataResponse:
+        response: pb.MetadataResponse = self._call(
+            self._stub.Metadata, pb.MetadataRequest(topics=list(names)), "Metadata")
+        return response
+
+    def _await_visible(self, check: Callable[[], bool], timeout_ms: float | None,
+                       what: str) -> None:
+        deadline = time.monotonic() + (self.request_timeout_ms if timeout_ms is None
+                                       else timeout_ms) / 1000
+        while not check():
+            if time.monotonic() >= deadline:
+                log.warning("%s: done, but the gateway's metadata does not show it yet", what)
+                return
+            time.sleep(_VISIBILITY_POLL_S)
+
+    def _topics_state(self, names: Sequence[str]) -> dict[str, pb.TopicMetadata]:
+        return {t.name: t for t in self._metadata(names).topics}
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topics(self, new_topics: Sequence[NewTopic], validate_only: bool = False,
+                      timeout_ms: float | None = None) -> None:
+        """Create the topics (``validate_only``: only check that they could be)."""
+        topics = []
+        for topic in new_topics:
+            if not isinstance(topic, NewTopic):
+                raise TypeError(f"create_topics takes NewTopic objects, not {topic!r}")
+            assignments = [pb.ReplicaAssignment(partition=p, replicas=list(r))
+                           for p, r in sorted((topic.replica_assignment or {}).items())]
+            topics.append(pb.CreatableTopic(
+                name=_check_name(topic.name), num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+                configs={str(k): str(v) for k, v in topic.config.items()},
+                assignments=assignments))
+        if not topics:
+            return
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        response = self._call(self._stub.CreateTopics, pb.CreateTopicsRequest(
+            topics=topics, timeout_ms=int(timeout), validate_only=validate_only),
+            "CreateTopics", timeout + 5000)
+        created = [r.name for r in response.topics if r.error_code == ErrorCode.NONE]
+        if created and not validate_only:
+            def visible() -> bool:
+                state = self._topics_state(created)
+                return all(name in state and int(state[name].error_code) == ErrorCode.NONE
+                           and len(state[name].partitions) > 0 for name in created)
+
+            self._await_visible(visible, timeout_ms, f"create_topics({created})")
+        _raise_failures(response.topics, "cannot create topic")
+
+    def delete_topics(self, names: Sequence[str], timeout_ms: float | None = None) -> None:
+        """Delete the topics and their data."""
+        names = [_check_name(n) for n in names]
+        if not names:
+            return
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        response = self._call(self._stub.DeleteTopics, pb.DeleteTopicsRequest(
+            topics=names, timeout_ms=int(timeout)), "DeleteTopics", timeout + 5000)
+        deleted = [r.name for r in response.topics if r.error_code == ErrorCode.NONE]
+        if deleted:
+            def gone() -> bool:
+                state = self._topics_state(deleted)
+                return all(name not in state or int(state[name].error_code)
+                           == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for name in deleted)
+
+            self._await_visible(gone, timeout_ms, f"delete_topics({deleted})")
+        _raise_failures(response.topics, "cannot delete topic")
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Every topic's name, sorted (internal topics such as ``__consumer_offsets``
+        only with ``include_internal``)."""
+        return sorted(t.name for t in self._metadata().topics
+                      if int(t.error_code) == ErrorCode.NONE and (include_internal
+                                                             or not t.is_internal))
+
+    def describe_topics(self, names: Sequence[str]) -> list[TopicDescription]:
+        """Partitions with their leader, replicas and in-sync replicas, in the order given."""
+        names = [_check_name(n) for n in names]
+        if not names:
+            return []
+        response = self._metadata(names)
+        _raise_failures(response.topics, "cannot describe topic")
+        found = {t.name: t for t in response.topics}
+        out = []
+        for name in names:
+            topic = found[name]
+            partitions = tuple(sorted((PartitionDescription(
+                p.partition, p.leader if p.leader >= 0 else None, p.leader_epoch,
+                tuple(p.replicas), tuple(p.isr)) for p in topic.partitions),
+                key=lambda p: p.partition))
+            out.append(TopicDescription(topic.name, topic.topic_id, topic.is_internal,
+                                        partitions))
+        return out
+
+    def create_partitions(self, topic: str, new_total: int, validate_only: bool = False,
+                          timeout_ms: float | None = None) -> None:
+        """Grow ``topic`` to ``new_total`` partitions (never fewer: InvalidPartitionsError).
+        Keyed records map to partitions by count, so some keys move to new partitions."""
+        _check_name(topic)
+        if type(new_total) is not int:
+            raise TypeError(f"new_total must be an int, not {new_total!r}")
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        response = self._call(self._stub.CreatePartitions, pb.CreatePartitionsRequest(
+            topics=[pb.CreatePartitionsRequest.Topic(name=topic, count=new_total)],
+            timeout_ms=int(timeout), validate_only=validate_only),
+            "CreatePartitions", timeout + 5000)
+        _raise_failures(response.topics, "cannot create partitions of topic")
+        if not validate_only:
+            def grown() -> bool:
+                state = self._topics_state([topic]).get(topic)
+                return state is not None and len(state.partitions) >= new_total
+
+            self._await_visible(grown, timeout_ms, f"create_partitions({topic!r})")
+
+    # ----------------------------------------------------------------- configs
+
+    def describe_configs(self, topic: str) -> dict[str, ConfigValue]:
+        """Every config of the topic, set or default, by name."""
+        response = self._call(self._stub.DescribeConfigs,
+                              pb.DescribeConfigsRequest(topics=[_check_name(topic)]),
+                              "DescribeConfigs")
+        _raise_failures(response.topics, "cannot describe the configs of topic")
+        entries = response.topics[0].configs if response.topics else []
+        return {e.key: ConfigValue(e.key, e.value, e.is_default) for e in entries}
+
+    def alter_configs(self, topic: str, set: Mapping[str, str] | None = None,
+                      delete: Iterable[str] | None = None, validate_only: bool = False,
+                      timeout_ms: float | None = None) -> None:
+        """Set some configs of ``topic`` and return others to their defaults (Kafka's
+        incremental alter); the other configs keep their values."""
+        _check_name(topic)
+        to_set = {str(k): str(v) for k, v in (set or {}).items()}
+        to_delete = [str(k) for k in (delete or ())]
+        both = sorted(to_set.keys() & frozenset(to_delete))
+        if both:
+            raise ValueError(f"configs both set and deleted: {both}")
+        Op = pb.AlterConfigsRequest.Op
+        ops = [Op(key=k, value=v, kind=Op.SET) for k, v in to_set.items()]
+        ops += [Op(key=k, kind=Op.DELETE) for k in to_delete]
+        if not ops:
+            return
+        response = self._call(self._stub.AlterConfigs, pb.AlterConfigsRequest(
+            topics=[pb.AlterConfigsRequest.Topic(name=topic, ops=ops)],
+            validate_only=validate_only), "AlterConfigs", timeout_ms)
+        _raise_failures(response.topics, "cannot alter the configs of topic")
+        if not validate_only:
+            def applied() -> bool:
+                current = self.describe_configs(topic)
+                return (all(k in current and current[k].value == v and not current[k].is_default
+                            for k, v in to_set.items())
+                        and all(k not in current or current[k].is_default for k in to_delete))
+
+            self._await_visible(applied, timeout_ms, f"alter_configs({topic!r})")
+
+    # ----------------------------------------------------------------- cluster
+
+    def describe_cluster(self) -> ClusterDescription:
+        """The cluster's id, its controller (None when not known to the gateway) and
+        its live storage nodes (brokers), by node id."""
+        response = self._metadata()
+        brokers = tuple(sorted((BrokerInfo(b.node_id, b.host, b.port, b.rack or None)
+                                for b in response.brokers), key=lambda b: b.node_id))
+        controller = response.controller_id if response.controller_id >= 0 else None
+        return ClusterDescription(response.cluster_id, controller, brokers)
+
+    # ------------------------------------------------------------------- close
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._channel.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Admin(client_id={self.client_id!r}, bootstrap={self.bootstrap!r})"

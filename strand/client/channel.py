@@ -1,0 +1,85 @@
+"""The one gRPC channel each client opens to its gateway, and transport failures.
+
+Messages may be up to 64 MiB each way, like the services' own limit (a produce call
+carries up to ``max_request_size``; a fetch answer up to ``fetch_max_bytes``).
+Reconnection backs off from 100 ms to 1 s (gRPC's defaults, 1 s to 120 s, would keep
+a client idle for minutes after a gateway restart), in line with Kafka's
+``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from strand import __version__
+from strand.errors import RequestTimedOutError, StrandError
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "RETRIABLE_STATUS",
+    "TransportError",
+    "channel_options",
+    "open_aio_channel",
+    "open_channel",
+    "transport_error",
+]
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+# Failures of the call itself (no response) that a retry may cure: the gateway is
+# down or restarting, the call timed out, or the channel was torn down under it.
+RETRIABLE_STATUS = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.ABORTED,
+})
+
+
+class TransportError(StrandError):
+    """A call to the gateway failed below Strand's protocol (no response came back).
+
+    ``status`` is the gRPC status code's name (e.g. ``"UNAVAILABLE"``). ``retriable``
+    is true for the statuses a retry may cure (the gateway unreachable or restarting).
+    """
+
+    def __init__(self, message: str, status: str = "UNKNOWN", retriable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retriable = retriable
+
+
+def transport_error(exc: grpc.RpcError, address: str, what: str) -> StrandError:
+    """The typed error for a failed call: RequestTimedOutError for a deadline, else a
+    TransportError naming the gateway and the gRPC status."""
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimedOutError(f"{what} to gateway {address} timed out: {details}")
+    name = code.name if code is not None else "UNKNOWN"
+    return TransportError(f"{what} to gateway {address} failed: {name} {details}", name,
+                          code in RETRIABLE_STATUS)
+
+
+def channel_options(client_id: str | None = None) -> list[tuple[str, Any]]:
+    agent = f"strand-python/{__version__}" + (f" {client_id}" if client_id else "")
+    return [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.primary_user_agent", agent),
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+    ]
+
+
+def open_channel(address: str, client_id: str | None = None) -> grpc.Channel:
+    """A blocking-API channel (Consumer, Admin)."""
+    return grpc.insecure_channel(address, options=channel_options(client_id))
+
+
+def open_aio_channel(address: str, client_id: str | None = None) -> grpc.aio.Channel:
+    """An asyncio channel (the producer's sender); create it inside its event loop."""
+    return grpc.aio.insecure_channel(address, options=channel_options(client_id))

@@ -1,0 +1,757 @@
+"""The SDK's Consumer: Kafka's consumer API over the gateway (assign mode).
+
+::
+
+    from strand import Consumer, TopicPartition
+
+    consumer = Consumer("127.0.0.1:7070", auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("events", 0), TopicPartition("events", 1)])
+    for tp, records in consumer.poll(timeout_ms=1000).items():
+        for record in records:
+            print(record.offset, record.key, record.value)
+    for record in consumer:            # blocks for the next record
+        ...
+    consumer.close()
+
+Groups (``subscribe``, commits) come later; until then positions live only in the
+consumer: a newly assigned partition starts where ``auto_offset_reset`` says
+(``'earliest'``, the default here, ``'latest'``, or ``'none'``: raise
+NoOffsetForPartitionError until ``seek()``).
+
+How it fetches: one Fetch call to the gateway for every assigned, unpaused
+partition that has less than two answers buffered, long-polling up to
+``fetch_max_wait_ms`` for ``fetch_min_bytes``. At most one fetch is in flight; it is
+sent ahead while ``poll()`` hands out buffered records (pipelining), so the network
+and the decoding overlap. Answers are kept raw and decoded batch by batch as
+``poll()`` needs records. The order of partitions in the request rotates, so that
+with ``fetch_max_bytes`` reached every partition gets its turn first.
+
+Errors: OFFSET_OUT_OF_RANGE resets the position by ``auto_offset_reset`` (or raises
+OffsetOutOfRangeError from ``poll()`` for ``'none'``); stale-leader answers refresh
+the metadata and retry the partition after ``retry_backoff_ms``; a gateway that
+cannot be reached is retried quietly (``poll()`` returns nothing meanwhile); other
+errors are raised from ``poll()`` as their typed StrandError.
+
+Like Kafka's, a Consumer is not thread-safe: use it from one thread (``close()``
+may be called from another one to stop a blocked ``poll()`` or iteration).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+import grpc
+
+from strand.client.bootstrap import resolve_bootstrap
+from strand.client.channel import MAX_MESSAGE_BYTES, TransportError, open_channel, transport_error
+from strand.client.metadata import MetadataCache
+from strand.client.structs import TopicPartition
+from strand.consumer.errors import NoOffsetForPartitionError
+from strand.consumer.fetch_buffer import CompletedFetch
+from strand.consumer.records import ConsumerRecord
+from strand.errors import (
+    ErrorCode,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    StrandError,
+    error_for,
+)
+from strand.v1 import common_pb2 as pb
+from strand.v1 import gateway_pb2_grpc
+
+__all__ = ["Consumer"]
+
+log = logging.getLogger(__name__)
+
+OffsetReset = Literal["earliest", "latest", "none"]
+EARLIEST = -2
+LATEST = -1
+_RESET_TIMESTAMP = {"earliest": EARLIEST, "latest": LATEST}
+_STALE_METADATA = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+})
+_TRANSIENT = frozenset({
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.UNKNOWN_SERVER_ERROR,  # Kafka's fetcher logs these and retries too
+})
+_MAX_BUFFERED = 2  # answers buffered per partition before it is left out of fetches
+# Fetches in flight at once, over disjoint partitions: the gateway, the storage node
+# and this consumer work on different answers at the same time (a fetch of every
+# partition at once leaves two of the three idle while the third works).
+_MAX_FETCHES = 2
+_ids = itertools.count(1)
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    position: int | None = None  # offset of the next record poll() returns
+    reset: str | None = None  # a pending reset: "earliest" or "latest"
+    fetch_offset: int = 0  # where the next fetch starts (after what is buffered)
+    version: int = 0  # bumped by every seek/reset: answers to older fetches are dropped
+    paused: bool = False
+    retry_at: float = 0.0  # monotonic seconds: no fetch/list-offsets before
+    error: StrandError | None = None  # raised by the next poll()
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    last_stable_offset: int = -1
+    buffered: deque[CompletedFetch] = field(default_factory=deque)
+
+
+@dataclass(slots=True)
+class _Inflight:
+    future: Any  # grpc.Future of the Fetch call
+    sent: dict[TopicPartition, tuple[int, int]]  # tp -> (fetch offset, state version)
+
+
+def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
+    if isinstance(value, TopicPartition):
+        return value
+    try:
+        topic, partition = value
+    except (TypeError, ValueError):
+        raise TypeError(f"expected TopicPartition(topic, partition), not {value!r}") from None
+    if type(topic) is not str or type(partition) is not int or partition < 0:
+        raise TypeError(f"expected TopicPartition(topic, partition), not {value!r}")
+    return TopicPartition(topic, partition)
+
+
+class Consumer:
+    """Reads records from assigned partitions; see the module docstring.
+
+    Settings (Kafka's names, snake_case; times in milliseconds):
+
+    - ``fetch_min_bytes`` / ``fetch_max_wait_ms``: a fetch waits for this many bytes,
+      at most this long.
+    - ``fetch_max_bytes``: bytes per fetch answer; ``max_partition_fetch_bytes``: per
+      partition (the first batch is returned whole even when larger).
+    - ``max_poll_records``: records per ``poll()`` by default.
+    - ``auto_offset_reset``: where a partition without a valid position starts.
+    - ``isolation_level``: ``'read_uncommitted'`` or ``'read_committed'``.
+    - ``consumer_timeout_ms``: iteration stops after this long without a record
+      (None: it blocks until ``close()``).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | None = None,
+        *,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 1024 * 1024,
+        max_poll_records: int = 500,
+        auto_offset_reset: OffsetReset = "earliest",
+        isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
+        request_timeout_ms: float = 30_000,
+        retry_backoff_ms: float = 100,
+        metadata_max_age_ms: float = 300_000,
+        check_crcs: bool = True,
+        consumer_timeout_ms: float | None = None,
+        client_id: str | None = None,
+    ) -> None:
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
+                             f"not {auto_offset_reset!r}")
+        levels = {"read_uncommitted": pb.READ_UNCOMMITTED, "read_committed": pb.READ_COMMITTED}
+        if isolation_level not in levels:
+            raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', "
+                             f"not {isolation_level!r}")
+        if fetch_min_bytes < 0 or fetch_max_wait_ms < 0:
+            raise ValueError("fetch_min_bytes and fetch_max_wait_ms must be >= 0")
+        if not 0 < fetch_max_bytes <= MAX_MESSAGE_BYTES - 1024 * 1024:
+            raise ValueError(f"fetch_max_bytes must be in (0, {MAX_MESSAGE_BYTES - 1024 * 1024}]")
+        if max_partition_fetch_bytes <= 0 or max_poll_records <= 0:
+            raise ValueError("max_partition_fetch_bytes and max_poll_records must be positive")
+        if request_timeout_ms <= 0 or retry_backoff_ms < 0:
+            raise ValueError("request_timeout_ms must be positive, retry_backoff_ms >= 0")
+        self.client_id = client_id or f"strand-consumer-{next(_ids)}"
+        self.bootstrap = resolve_bootstrap(bootstrap)
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.max_poll_records = max_poll_records
+        self.auto_offset_reset = auto_offset_reset
+        self.isolation_level = isolation_level
+        self._isolation = levels[isolation_level]
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.check_crcs = check_crcs
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self._metadata = MetadataCache(max_age_ms=metadata_max_age_ms,
+                                       refresh_backoff_ms=retry_backoff_ms)
+        self._channel = open_channel(self.bootstrap, self.client_id)
+        self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._inflight: list[_Inflight] = []
+        self._fetch_done = threading.Event()  # set when any fetch in flight completes
+        self._fetch_retry_at = 0.0  # after a transport failure of a whole fetch
+        self._fetch_rotation = 0
+        self._drain_rotation = 0
+        self._closed = False
+        self._wake = threading.Event()  # set by close() to end a blocked poll
+        # Iteration hands out records one by one from this stash (see __next__).
+        self._stash: deque[ConsumerRecord] = deque()
+
+    # ------------------------------------------------------------- assignment
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Consume exactly these partitions (replacing the previous assignment). Kept
+        partitions keep their positions; new ones start by ``auto_offset_reset``."""
+        self._check_open()
+        wanted = list(dict.fromkeys(_tp(p) for p in partitions))
+        self._unstash()
+        states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        self._states = states
+        self._cancel_inflight()
+        self._metadata.add_topics(tp.topic for tp in wanted)
+
+    def unassign(self) -> None:
+        self.assign([])
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._states)
+
+    def _state(self, tp: TopicPartition | tuple[str, int]) -> _PartitionState:
+        state = self._states.get(_tp(tp))
+        if state is None:
+            raise ValueError(f"{_tp(tp)} is not assigned to this consumer")
+        return state
+
+    # ------------------------------------------------------------------ seeking
+
+    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
+        """The next ``poll()`` returns ``tp``'s records from ``offset`` on."""
+        self._check_open()
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, not {offset!r}")
+        self._unstash()
+        self._set_position(self._state(tp), offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Start these partitions (default: all assigned) at their log start offset."""
+        self._request_reset(partitions, "earliest")
+
+    def seek_to_end(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Start these partitions (default: all assigned) at their end (new records only)."""
+        self._request_reset(partitions, "latest")
+
+    def _request_reset(self, partitions: tuple[TopicPartition | tuple[str, int], ...],
+                       strategy: str) -> None:
+        self._check_open()
+        self._unstash()
+        targets = [self._state(tp) for tp in partitions] if partitions else list(
+            self._states.values())
+        for state in targets:
+            self._clear(state)
+            state.position = None
+            state.reset = strategy
+        self._cancel_inflight()
+
+    def position(self, tp: TopicPartition | tuple[str, int], timeout_ms: float | None = None
+                 ) -> int:
+        """The offset of the next record ``poll()`` returns for ``tp`` (resolving a
+        pending reset first, which asks the cluster)."""
+        self._check_open()
+        state = self._state(tp)
+        deadline = time.monotonic() + (self.request_timeout_ms if timeout_ms is None
+                                       else timeout_ms) / 1000
+        while state.position is None:
+            self._raise_errors()
+            self._update_positions()
+            if state.position is not None:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimedOutError(f"could not find the position of {_tp(tp)} "
+                                           f"within {timeout_ms or self.request_timeout_ms} ms")
+            self._wake.wait(min(remaining, self.retry_backoff_ms / 1000 or 0.01))
+            self._check_open()
+        return state.position
+
+    def _set_position(self, state: _PartitionState, offset: int) -> None:
+        self._clear(state)
+        state.position = offset
+        state.fetch_offset = offset
+        state.reset = None
+        self._cancel_inflight()
+
+    @staticmethod
+    def _clear(state: _PartitionState) -> None:
+        state.version += 1
+        state.buffered.clear()
+        state.error = None
+        state.retry_at = 0.0
+
+    # ---------------------------------------------------------------- pausing
+
+    def pause(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Stop returning and fetching these partitions' records until ``resume()``."""
+        self._unstash()
+        for tp in partitions:
+            self._state(tp).paused = True
+
+    def resume(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        self._unstash()
+        for tp in partitions:
+            self._state(tp).paused = False
+        self._cancel_inflight()  # let the resumed partitions join the next fetch now
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, state in self._states.items() if state.paused}
+
+    # ------------------------------------------------------------------- poll
+
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None
+             ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records of the assigned, unpaused partitions, at most ``max_records``
+        (default ``max_poll_records``), waiting up to ``timeout_ms`` for some."""
+        self._check_open()
+        self._unstash()
+        limit = self.max_poll_records if max_records is None else max_records
+        if limit <= 0:
+            raise ValueError(f"max_records must be positive, got {max_records}")
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            self._raise_errors()
+            self._update_positions()
+            self._collect()
+            records = self._drain(limit)
+            self._send_fetch()
+            if records:
+                return records
+            self._raise_errors()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closed:
+                return {}
+            self._wait(remaining)
+            if self._closed:
+                return {}  # closed from another thread while waiting
+
+    def _wait(self, remaining: float) -> None:
+        if self._inflight:
+            self._fetch_done.wait(remaining)
+            return
+        now = time.monotonic()
+        wake_at = [state.retry_at for state in self._states.values() if state.retry_at > now]
+        if self._fetch_retry_at > now:
+            wake_at.append(self._fetch_retry_at)
+        pause = min([remaining, *(t - now for t in wake_at)]) if wake_at else remaining
+        self._wake.wait(max(pause, 0.001))
+
+    def _drain(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        states = list(self._states.items())
+        if not states:
+            return out
+        start = self._drain_rotation % len(states)
+        taken = 0
+        for index, (tp, state) in enumerate(states[start:] + states[:start]):
+            if state.paused or state.position is None or not state.buffered:
+                continue
+            buffered = state.buffered
+            while buffered and taken < limit:
+                chunk = buffered[0]
+                try:
+                    records, position = chunk.take(state.position, limit - taken)
+                except StrandError as exc:  # a corrupt batch: drop the answer, report it
+                    buffered.clear()
+                    state.fetch_offset = state.position
+                    state.version += 1
+                    state.error = exc
+                    break
+                state.position = position
+                if records:
+                    out.setdefault(tp, []).extend(records)
+                    taken += len(records)
+                if chunk.done:
+                    buffered.popleft()
+            if taken >= limit:
+                # The partition that filled this poll goes last next time.
+                self._drain_rotation = (start + index + 1) % len(states)
+                break
+        return out
+
+    # ---------------------------------------------------------------- iteration
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        """The next record, blocking for it; StopIteration once closed (or after
+        ``consumer_timeout_ms`` without a record). Each record handed out moves its
+        partition's position just past it."""
+        deadline = (None if self.consumer_timeout_ms is None
+                    else time.monotonic() + self.consumer_timeout_ms / 1000)
+        while not self._stash:
+            if self._closed:
+                raise StopIteration
+            wait = 1000.0 if deadline is None else (deadline - time.monotonic()) * 1000
+            if wait <= 0:
+                raise StopIteration
+            try:
+                batches = self.poll(timeout_ms=min(wait, 1000.0))
+            except Exception:
+                if self._closed:  # closed from another thread mid-poll
+                    raise StopIteration from None
+                raise
+            for records in batches.values():
+                self._stash.extend(records)
+        record = self._stash.popleft()
+        state = self._states.get(TopicPartition(record.topic, record.partition))
+        if state is not None:
+            state.position = record.offset + 1
+        return record
+
+    def _unstash(self) -> None:
+        """Give records taken for iteration but not handed out back to their partitions."""
+        if not self._stash:
+            return
+        first: dict[TopicPartition, int] = {}
+        for record in self._stash:
+            first.setdefault(TopicPartition(record.topic, record.partition), record.offset)
+        self._stash.clear()
+        for tp, offset in first.items():
+            state = self._states.get(tp)
+            if state is not None:
+                self._set_position(state, offset)
+
+    # ------------------------------------------------------------------ fetching
+
+    def _fetchable(self, now: float) -> list[tuple[TopicPartition, _PartitionState]]:
+        states = list(self._states.items())
+        if not states:
+            return []
+        self._fetch_rotation = (self._fetch_rotation + 1) % len(states)
+        start = self._fetch_rotation
+        return [(tp, s) for tp, s in states[start:] + states[:start]
+                if not s.paused and s.position is not None and s.error is None
+                and s.reset is None and s.retry_at <= now and len(s.buffered) < _MAX_BUFFERED]
+
+    def _send_fetch(self) -> None:
+        """Send fetches for the fetchable partitions not in flight yet, up to
+        ``_MAX_FETCHES`` in flight, each for at most its share of the assignment."""
+        if self._closed or len(self._inflight) >= _MAX_FETCHES:
+            return
+        now = time.monotonic()
+        if now < self._fetch_retry_at:
+            return
+        busy = {tp for inflight in self._inflight for tp in inflight.sent}
+        fetchable = [(tp, s) for tp, s in self._fetchable(now) if tp not in busy]
+        if not fetchable:
+            return
+        self._refresh_metadata_if_due()
+        share = max(1, -(-len(self._states) // _MAX_FETCHES))
+        while fetchable and len(self._inflight) < _MAX_FETCHES:
+            self._fetch(fetchable[:share])
+            fetchable = fetchable[share:]
+
+    def _fetch(self, partitions: list[tuple[TopicPartition, _PartitionState]]) -> None:
+        topics: dict[str, list[pb.PartitionFetchData]] = {}
+        sent: dict[TopicPartition, tuple[int, int]] = {}
+        epoch_of = self._metadata.leader_epoch
+        for tp, state in partitions:
+            topics.setdefault(tp.topic, []).append(pb.PartitionFetchData(
+                partition=tp.partition, fetch_offset=state.fetch_offset,
+                partition_max_bytes=self.max_partition_fetch_bytes,
+                current_leader_epoch=epoch_of(tp)))
+            sent[tp] = (state.fetch_offset, state.version)
+        request = pb.FetchRequest(
+            max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes, isolation_level=self._isolation,
+            topics=[pb.TopicFetchData(topic=t, partitions=p) for t, p in topics.items()])
+        done = self._fetch_done
+        future = self._stub.Fetch.future(
+            request, timeout=(self.fetch_max_wait_ms + self.request_timeout_ms) / 1000)
+        future.add_done_callback(lambda _: done.set())
+        self._inflight.append(_Inflight(future, sent))
+
+    def _cancel_inflight(self) -> None:
+        inflight, self._inflight = self._inflight, []
+        for fetch in inflight:
+            fetch.future.cancel()
+
+    def _collect(self) -> None:
+        """Take the answers of the fetches that completed into the buffers."""
+        if not self._fetch_done.is_set():
+            return
+        self._fetch_done.clear()  # before looking: a completion from now on sets it again
+        finished = [fetch for fetch in self._inflight if fetch.future.done()]
+        if not finished:
+            return
+        self._inflight = [fetch for fetch in self._inflight if not fetch.future.done()]
+        for fetch in finished:
+            self._collect_one(fetch)
+
+    def _collect_one(self, inflight: _Inflight) -> None:
+        future = inflight.future
+        if future.cancelled():
+            return
+        try:
+            response = future.result()
+        except grpc.RpcError as exc:
+            error = transport_error(exc, self.bootstrap, "Fetch")
+            if isinstance(error, TransportError) and not error.retriable:
+                raise error from None
+            log.debug("fetch failed, retrying: %s", error)
+            self._fetch_retry_at = time.monotonic() + self.retry_backoff_ms / 1000
+            self._metadata.request_update()
+            return
+        now = time.monotonic()
+        for topic_response in response.topics:
+            topic = topic_response.topic
+            for part in topic_response.partitions:
+                tp = TopicPartition(topic, part.partition)
+                expected = inflight.sent.get(tp)
+                state = self._states.get(tp)
+                if (expected is None or state is None
+                        or expected != (state.fetch_offset, state.version)):
+                    continue  # the partition was sought, reset or unassigned meanwhile
+                self._handle_partition(tp, state, part, now)
+
+    def _handle_partition(self, tp: TopicPartition, state: _PartitionState,
+                          part: pb.PartitionFetchResponse, now: float) -> None:
+        code = int(part.error_code)
+        if code == ErrorCode.NONE:
+            # -1: not known (the gateway answers so for a node whose long poll it cut
+            # short when another node had data first).
+            if part.high_watermark >= 0:
+                state.high_watermark = part.high_watermark
+                state.log_start_offset = part.log_start_offset
+                state.last_stable_offset = part.last_stable_offset
+            if part.records:
+                chunk = CompletedFetch(tp, part.records, state.fetch_offset, self.check_crcs)
+                if chunk.next_fetch_offset > state.fetch_offset:
+                    state.buffered.append(chunk)
+                    state.fetch_offset = chunk.next_fetch_offset
+            return
+        message = part.error_message
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            offset = state.fetch_offset
+            if self.auto_offset_reset == "none":
+                self._clear(state)
+                state.position = offset
+                state.fetch_offset = offset
+                state.error = OffsetOutOfRangeError(
+                    f"offset {offset} of {tp} is out of range ({message}); seek() to a valid "
+                    "offset, or use auto_offset_reset='earliest' or 'latest'")
+            else:
+                log.info("offset %d of %s is out of range; resetting to %s",
+                         offset, tp, self.auto_offset_reset)
+                self._clear(state)
+                state.position = None
+                state.reset = self.auto_offset_reset
+            return
+        if code in _STALE_METADATA or code in _TRANSIENT:
+            log.debug("fetch of %s: %s %s; retrying", tp, ErrorCode(code).name, message)
+            if code in _STALE_METADATA:
+                self._metadata.request_update()
+            state.retry_at = now + self.retry_backoff_ms / 1000
+            return
+        state.error = error_for(code, f"fetch of {tp}: {message}")
+
+    def _raise_errors(self) -> None:
+        for state in self._states.values():
+            error = state.error
+            if error is not None and not state.paused:
+                state.error = None
+                raise error
+
+    # ---------------------------------------------------------------- offsets
+
+    def _update_positions(self) -> None:
+        """Resolve pending resets (and positions never set) with one ListOffsets call."""
+        now = time.monotonic()
+        wanted: dict[TopicPartition, int] = {}
+        for tp, state in self._states.items():
+            if state.position is not None or state.retry_at > now:
+                continue
+            strategy = state.reset or self.auto_offset_reset
+            if strategy == "none":
+                raise NoOffsetForPartitionError(
+                    f"{tp} has no position and auto_offset_reset='none': seek() it first")
+            wanted[tp] = _RESET_TIMESTAMP[strategy]
+        if not wanted:
+            return
+        versions = {tp: self._states[tp].version for tp in wanted}
+        results = self._list_offsets_once(wanted)
+        now = time.monotonic()
+        for tp, (code, offset, message) in results.items():
+            current = self._states.get(tp)
+            if (current is None or current.version != versions[tp]
+                    or current.position is not None):
+                continue
+            state = current
+            if code == ErrorCode.NONE and offset >= 0:
+                self._set_position(state, offset)
+            elif code in _STALE_METADATA or code in _TRANSIENT or code == ErrorCode.NONE:
+                if code in _STALE_METADATA:
+                    self._metadata.request_update()
+                state.retry_at = now + self.retry_backoff_ms / 1000
+            else:
+                state.error = error_for(code, f"list offsets of {tp}: {message}")
+
+    def _list_offsets_once(self, timestamps: dict[TopicPartition, int]
+                           ) -> dict[TopicPartition, tuple[int, int, str]]:
+        """(error code, offset, message) per partition; a transport failure is reported
+        as REQUEST_TIMED_OUT on every partition (retried by the callers)."""
+        topics: dict[str, list[pb.PartitionListOffsets]] = {}
+        for tp, timestamp in timestamps.items():
+            topics.setdefault(tp.topic, []).append(
+                pb.PartitionListOffsets(partition=tp.partition, timestamp=timestamp))
+        request = pb.ListOffsetsRequest(isolation_level=self._isolation, topics=[
+            pb.TopicListOffsets(topic=t, partitions=p) for t, p in topics.items()])
+        try:
+            response = self._stub.ListOffsets(request, timeout=self.request_timeout_ms / 1000)
+        except grpc.RpcError as exc:
+            error = transport_error(exc, self.bootstrap, "ListOffsets")
+            if isinstance(error, TransportError) and not error.retriable:
+                raise error from None
+            return {tp: (int(ErrorCode.REQUEST_TIMED_OUT), -1, str(error)) for tp in timestamps}
+        out: dict[TopicPartition, tuple[int, int, str]] = {}
+        for topic_response in response.topics:
+            for part in topic_response.partitions:
+                out[TopicPartition(topic_response.topic, part.partition)] = (
+                    int(part.error_code), part.offset, part.error_message)
+        return out
+
+    def _list_offsets(self, timestamps: dict[TopicPartition, int], timeout_ms: float | None
+                      ) -> dict[TopicPartition, int]:
+        """Offsets for the timestamps (-2 earliest, -1 latest), retrying retriable
+        errors until ``timeout_ms`` (default request_timeout_ms)."""
+        self._check_open()
+        deadline = time.monotonic() + (self.request_timeout_ms if timeout_ms is None
+                                       else timeout_ms) / 1000
+        pending = dict(timestamps)
+        found: dict[TopicPartition, int] = {}
+        while True:
+            last: StrandError | None = None
+            for tp, (code, offset, message) in self._list_offsets_once(pending).items():
+                if tp not in pending:
+                    continue
+                if code == ErrorCode.NONE:
+                    found[tp] = offset
+                    del pending[tp]
+                elif code in _STALE_METADATA or code in _TRANSIENT:
+                    last = error_for(code, f"list offsets of {tp}: {message}")
+                else:
+                    raise error_for(code, f"list offsets of {tp}: {message}")
+            if not pending:
+                return found
+            if time.monotonic() + self.retry_backoff_ms / 1000 > deadline:
+                raise last or RequestTimedOutError("list offsets timed out")
+            self._wake.wait(self.retry_backoff_ms / 1000)
+            self._check_open()
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]],
+                          timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """The first offset of each partition (its log start offset)."""
+        return self._list_offsets(dict.fromkeys(map(_tp, partitions), EARLIEST), timeout_ms)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]],
+                    timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """The offset after the last readable record of each partition (its high
+        watermark; the last stable offset for read_committed)."""
+        return self._list_offsets(dict.fromkeys(map(_tp, partitions), LATEST), timeout_ms)
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int],
+                          timeout_ms: float | None = None) -> dict[TopicPartition, int | None]:
+        """The first offset whose timestamp is >= the given one (ms), or None if none is."""
+        for ts in timestamps.values():
+            if type(ts) is not int or ts < 0:
+                raise ValueError(f"timestamps must be ints >= 0, not {ts!r}")
+        found = self._list_offsets({_tp(tp): ts for tp, ts in timestamps.items()}, timeout_ms)
+        return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
+
+    def partitions_for(self, topic: str, timeout_ms: float | None = None) -> list[int]:
+        """The topic's partition ids (asks the gateway when they are not known yet);
+        UnknownTopicOrPartitionError if the topic does not exist."""
+        self._check_open()
+        metadata = self._metadata
+        info = metadata.topic(topic)
+        if info is None or info.error != ErrorCode.NONE:
+            metadata.add_topics([topic])
+            topics = metadata.wanted_topics()
+            metadata.attempt_started()
+            try:
+                response = self._stub.Metadata(
+                    pb.MetadataRequest(topics=topics),
+                    timeout=(self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000)
+            except grpc.RpcError as exc:
+                error = transport_error(exc, self.bootstrap, "Metadata")
+                metadata.update_failed(error)
+                raise error from None
+            metadata.update(response, topics)
+            info = metadata.topic(topic)
+        if info is None or info.error != ErrorCode.NONE:
+            code = info.error if info is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            raise error_for(code, info.error_message if info is not None and info.error_message
+                            else f"topic {topic!r} does not exist")
+        return [p.partition for p in info.partitions]
+
+    def highwater(self, tp: TopicPartition | tuple[str, int]) -> int | None:
+        """The partition's high watermark as of the last fetch answer (None before one)."""
+        mark = self._state(tp).high_watermark
+        return mark if mark >= 0 else None
+
+    # ---------------------------------------------------------------- metadata
+
+    def _refresh_metadata_if_due(self) -> None:
+        metadata = self._metadata
+        if not metadata.wanted_topics() or not metadata.is_stale():
+            return
+        topics = metadata.wanted_topics()
+        metadata.attempt_started()
+        try:
+            response = self._stub.Metadata(pb.MetadataRequest(topics=topics),
+                                           timeout=self.request_timeout_ms / 1000)
+        except grpc.RpcError as exc:
+            metadata.update_failed(transport_error(exc, self.bootstrap, "Metadata"))
+            return
+        metadata.update(response, topics)
+
+    # ------------------------------------------------------------------ close
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the consumer is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop fetching and release the connection. Idempotent; may be called from
+        another thread to end a blocked ``poll()`` or iteration."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        self._cancel_inflight()
+        self._fetch_done.set()
+        self._channel.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Consumer(client_id={self.client_id!r}, bootstrap={self.bootstrap!r}, "
+                f"assignment={sorted(self._states)})")

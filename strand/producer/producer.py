@@ -1,0 +1,408 @@
+"""The SDK's Producer: Kafka's producer API over the gateway.
+
+::
+
+    from strand import Producer
+
+    with Producer("127.0.0.1:7070", acks="all", linger_ms=5) as producer:
+        future = producer.send("events", b"value", key=b"user-42")
+        metadata = future.result()          # RecordMetadata(topic, partition, offset, ...)
+        producer.send("events", b"more", on_delivery=lambda md, err: ...)
+        producer.flush()
+
+``send()`` is thread-safe and asynchronous: it appends the record to a batch in the
+``RecordAccumulator`` and returns a future; a background sender thread
+(``strand.producer.sender``) ships batches to the gateway. ``send()`` blocks only
+for metadata the first time a topic is used, and when ``buffer_memory`` is full —
+both together at most ``max_block_ms``, then it raises (RequestTimedOutError /
+UnknownTopicOrPartitionError for metadata, BufferExhaustedError for memory).
+
+Partitioning, as Kafka's default partitioner: an explicit ``partition`` is used as
+given; a keyed record goes to ``to_positive(murmur2(key)) % partitions`` (the same
+partition a Java client would pick); a record without a key goes to the topic's
+sticky partition, which moves to another (random, leader available) partition each
+time a batch fills (KIP-480).
+
+An explicit ``partition`` is checked against the topic's partition count when the
+producer already has the topic's metadata (waiting up to ``max_block_ms`` for a
+refresh if the partition is beyond it). When it has none yet, ``send()`` does not
+wait: the record is buffered at once and fails later with
+UnknownTopicOrPartitionError if the partition turns out not to exist. So records
+for known partitions can be buffered while the cluster is still unreachable.
+
+Keys and values are ``bytes`` or None; ``str`` is accepted and encoded as UTF-8
+(as confluent-kafka does), ``bytearray``/``memoryview`` are copied; anything else is
+a TypeError (serialize it first). Header keys are ``str``, header values ``bytes``,
+``str`` (UTF-8) or None; headers may be a list of pairs or a dict.
+
+``on_delivery(metadata, error)`` runs on the sender thread once the record is
+acknowledged (``error`` None) or has failed (``metadata`` None); keep it short. The
+future resolves right after. With ``acks=0`` records complete as soon as their
+request is sent, with offset -1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+
+from strand.client.bootstrap import resolve_bootstrap
+from strand.client.channel import MAX_MESSAGE_BYTES
+from strand.client.metadata import MetadataCache, TopicInfo
+from strand.errors import ErrorCode, RequestTimedOutError, UnknownTopicOrPartitionError
+from strand.errors import RecordTooLargeError as _RecordTooLargeError
+from strand.producer.accumulator import (
+    Callback,
+    RecordAccumulator,
+    RecordAppendResult,
+    RecordFuture,
+    RecordMetadata,
+    record_size,
+)
+from strand.producer.errors import ProducerClosedError
+from strand.producer.partitioner import StickyPartitioner, default_partition
+from strand.producer.sender import Sender, SenderConfig
+from strand.records import HEADER_SIZE, Compression
+from strand.records.record import Header
+
+__all__ = ["Producer"]
+
+log = logging.getLogger(__name__)
+
+HeaderValue = bytes | str | None
+Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue]
+# Bytes a request needs beyond its batches (protobuf framing of topics and partitions).
+_REQUEST_OVERHEAD = 64 * 1024
+_ids = itertools.count(1)
+
+
+def _to_bytes(data: object, what: str) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(data).__name__}: "
+                    "serialize it first (e.g. json.dumps(obj).encode())")
+
+
+def _headers(headers: Headers | None) -> list[Header]:
+    if not headers:
+        return []
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out: list[Header] = []
+    for pair in pairs:
+        try:
+            key, value = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"a header must be a (str, bytes | None) pair, not {pair!r}") from None
+        if not isinstance(key, str):
+            raise TypeError(f"header keys must be str, not {type(key).__name__}")
+        out.append((key, _to_bytes(value, f"header {key!r}")))
+    return out
+
+
+def _acks(acks: int | str) -> int:
+    if acks == "all" or acks == -1:
+        return -1
+    if acks in (0, 1) and not isinstance(acks, bool):
+        return int(acks)
+    raise ValueError(f"acks must be 0, 1, 'all' or -1, not {acks!r}")
+
+
+class Producer:
+    """Publishes records to Strand topics; see the module docstring.
+
+    Settings (Kafka's names, snake_case; times in milliseconds):
+
+    - ``acks``: 0 (no acknowledgement), 1 (the leader appended it), ``'all'``/-1 (every
+      in-sync replica has it).
+    - ``compression_type``: None, ``'gzip'``, ``'snappy'``, ``'lz4'`` or ``'zstd'``
+      (per batch, end to end).
+    - ``batch_size``: bytes of records per partition batch; ``linger_ms``: how long a
+      batch waits to fill before it is sent.
+    - ``buffer_memory``: bytes of records awaiting delivery; ``max_block_ms``: how long
+      ``send()`` may block for metadata and memory together.
+    - ``retries``, ``retry_backoff_ms``: retriable failures are retried this many
+      times, this long apart, within ``delivery_timeout_ms`` from ``send()``.
+    - ``request_timeout_ms``: one produce call's deadline.
+    - ``max_request_size``: bytes of batches per call (and the largest record).
+    - ``max_in_flight_requests``: concurrent produce calls per leader node (a
+      partition never has more than one, so its records keep their order).
+    - ``metadata_max_age_ms``: refresh metadata at least this often.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | None = None,
+        *,
+        acks: int | str = 1,
+        compression_type: str | None = None,
+        batch_size: int = 16384,
+        linger_ms: float = 5,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: float = 60_000,
+        retries: int = 2_147_483_647,
+        retry_backoff_ms: float = 100,
+        delivery_timeout_ms: float = 120_000,
+        request_timeout_ms: float = 30_000,
+        max_request_size: int = 1_048_576,
+        max_in_flight_requests: int = 5,
+        metadata_max_age_ms: float = 300_000,
+        client_id: str | None = None,
+    ) -> None:
+        self._acks = _acks(acks)
+        compression = Compression.parse(compression_type or "none")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        if request_timeout_ms <= 0:
+            raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
+        if delivery_timeout_ms < linger_ms + request_timeout_ms:
+            raise ValueError(
+                f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
+                f"request_timeout_ms ({linger_ms + request_timeout_ms})")
+        if not 0 < max_request_size <= MAX_MESSAGE_BYTES - _REQUEST_OVERHEAD:
+            raise ValueError(f"max_request_size must be in (0, "
+                             f"{MAX_MESSAGE_BYTES - _REQUEST_OVERHEAD}], got {max_request_size}")
+        if max_in_flight_requests < 1:
+            raise ValueError(f"max_in_flight_requests must be >= 1, got {max_in_flight_requests}")
+        self.client_id = client_id or f"strand-producer-{next(_ids)}"
+        self.bootstrap = resolve_bootstrap(bootstrap)
+        self.max_block_ms = max_block_ms
+        self.max_request_size = max_request_size
+        self._metadata = MetadataCache(max_age_ms=metadata_max_age_ms,
+                                       refresh_backoff_ms=retry_backoff_ms)
+        # Validates the remaining settings (sizes, times) and raises ValueError.
+        self._accumulator = RecordAccumulator(
+            batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms, retry_backoff_ms=retry_backoff_ms,
+            compression=compression, wakeup=self._wakeup)
+        self._partitioner = StickyPartitioner()
+        self._sender = Sender(self.bootstrap, self._accumulator, self._metadata, SenderConfig(
+            acks=self._acks, retries=retries, retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
+            max_request_size=max_request_size, max_in_flight_requests=max_in_flight_requests,
+            client_id=self.client_id))
+        self._close_lock = threading.Lock()
+        self._closed = False
+        self._sender.start()
+
+    def _wakeup(self) -> None:
+        self._sender.wakeup()
+
+    # ------------------------------------------------------------------- send
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: Callback | None = None,
+    ) -> RecordFuture:
+        """Queue a record for ``topic``; returns the future of its RecordMetadata."""
+        if self._closed:
+            raise ProducerClosedError("the producer is closed: cannot send")
+        if self._sender.fatal_error is not None:
+            raise ProducerClosedError("the producer's sender thread failed") \
+                from self._sender.fatal_error
+        if type(topic) is not str or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        key_bytes = _to_bytes(key, "key")
+        value_bytes = _to_bytes(value, "value")
+        record_headers = _headers(headers)
+        if timestamp_ms is not None and (type(timestamp_ms) is not int or timestamp_ms < 0):
+            raise TypeError(f"timestamp_ms must be a non-negative int, not {timestamp_ms!r}")
+        self._check_size(key_bytes, value_bytes, record_headers)
+        callback = on_delivery
+        if self._acks == 0 and callback is not None:
+            callback = _unacknowledged_callback(callback)
+        start = time.monotonic()
+        block_ms: float | None = None
+        acc = self._accumulator
+        result: RecordAppendResult
+        if partition is None:
+            info = self._metadata.topic(topic)
+            if info is None or info.error != ErrorCode.NONE or not info.partitions:
+                info = self._wait_on_metadata(topic, None, start)
+                block_ms = self._remaining_ms(start)
+            count = len(info.partitions)
+            if key_bytes is not None:
+                partition = default_partition(key_bytes, count)
+                result = acc.append(topic, partition, key_bytes, value_bytes, record_headers,
+                                    timestamp_ms, callback=callback, max_block_ms=block_ms)
+            else:
+                sticky = self._partitioner
+                partition = sticky.partition(topic, count, info.available)
+                result = acc.append(topic, partition, None, value_bytes, record_headers,
+                                    timestamp_ms, callback=callback, abort_on_new_batch=True,
+                                    max_block_ms=block_ms)
+                if result.abort_for_new_batch:
+                    partition = sticky.on_new_batch(topic, partition, count, info.available)
+                    result = acc.append(topic, partition, None, value_bytes, record_headers,
+                                        timestamp_ms, callback=callback, max_block_ms=block_ms)
+        else:
+            if type(partition) is not int or partition < 0:
+                raise ValueError(f"partition must be an int >= 0, not {partition!r}")
+            count_known = self._metadata.partition_count(topic)
+            if count_known is None:
+                if self._metadata.add_topics([topic]):
+                    self._sender.wakeup()
+            elif partition >= count_known:
+                self._wait_on_metadata(topic, partition, start)
+                block_ms = self._remaining_ms(start)
+            result = acc.append(topic, partition, key_bytes, value_bytes, record_headers,
+                                timestamp_ms, callback=callback, max_block_ms=block_ms)
+        future = result.future
+        assert future is not None
+        if result.new_batch_created:
+            self._sender.note_partition((topic, partition))
+            self._sender.wakeup()
+        elif result.batch_is_full:
+            self._sender.wakeup()
+        if self._acks == 0:
+            return _unacknowledged_future(future)
+        return future  # type: ignore[return-value]  # the accumulator makes RecordFutures
+
+    def _check_size(self, key: bytes | None, value: bytes | None, headers: list[Header]) -> None:
+        rough = (len(key) if key else 0) + (len(value) if value else 0)
+        if rough + 1024 < self.max_request_size and not headers:
+            return
+        size = HEADER_SIZE + record_size(0, 0, key, value, headers)
+        if size > self.max_request_size:
+            raise _RecordTooLargeError(
+                f"the record is {size} bytes when serialized, more than max_request_size "
+                f"({self.max_request_size})")
+
+    def _remaining_ms(self, start: float) -> float:
+        return max(0.0, self.max_block_ms - (time.monotonic() - start) * 1000)
+
+    def _wait_on_metadata(self, topic: str, partition: int | None, start: float) -> TopicInfo:
+        """Block until the topic's metadata (with ``partition``) is known, up to max_block_ms."""
+        metadata = self._metadata
+        deadline = start + self.max_block_ms / 1000
+        metadata.add_topics([topic])
+        while True:
+            version = metadata.version
+            info = metadata.topic(topic)
+            if (info is not None and info.error == ErrorCode.NONE and info.partitions
+                    and (partition is None or partition < len(info.partitions))):
+                return info
+            if self._closed:
+                raise ProducerClosedError("the producer was closed while waiting for metadata")
+            if self._sender.fatal_error is not None or not self._sender.running:
+                raise ProducerClosedError("the producer's sender thread is not running")
+            metadata.request_update()
+            self._sender.wakeup()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            metadata.wait_for_update(version, remaining)
+        waited = f"within max_block_ms={self.max_block_ms:g}"
+        if info is not None and info.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist ({waited})")
+        if info is not None and info.error == ErrorCode.NONE and partition is not None:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist: the topic has "
+                f"{len(info.partitions)} partitions ({waited})")
+        cause = metadata.last_error
+        raise RequestTimedOutError(
+            f"no metadata for topic {topic!r} from gateway {self.bootstrap} {waited}"
+            + (f": {cause}" if cause is not None else "")) from cause
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (blocks up to max_block_ms for metadata)."""
+        info = self._metadata.topic(topic)
+        if info is None or info.error != ErrorCode.NONE or not info.partitions:
+            info = self._wait_on_metadata(topic, None, time.monotonic())
+        return [p.partition for p in info.partitions]
+
+    # ----------------------------------------------------------- flush / close
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send every buffered record now and wait until all sent so far are done
+        (acknowledged or failed). ``timeout`` in seconds; RequestTimedOutError if it
+        passes first. Must not be called from a delivery callback."""
+        if threading.current_thread() is self._sender.thread:
+            raise RuntimeError("flush() cannot be called from a delivery callback")
+        acc = self._accumulator
+        acc.flush_begin()
+        self._sender.wakeup()
+        if not acc.await_flush_completion(timeout):
+            raise RequestTimedOutError(f"flush did not complete within {timeout} s")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered, then stop. ``timeout`` (seconds, None: no limit)
+        bounds the wait; records still undelivered then fail with
+        ProducerClosedError. ``close(0)`` fails them at once. Idempotent."""
+        with self._close_lock:
+            already = self._closed
+            self._closed = True
+        sender = self._sender
+        self._accumulator.close()
+        if threading.current_thread() is sender.thread:
+            sender.force_close()  # from a callback: waiting would deadlock
+            return
+        if already and not sender.thread.is_alive():
+            return
+        if timeout is not None and timeout <= 0:
+            sender.force_close()
+        else:
+            sender.initiate_close()
+            if not sender.join(timeout):
+                log.warning("producer %s: close timed out after %s s with records undelivered",
+                            self.client_id, timeout)
+                sender.force_close()
+        if not sender.join(10):
+            log.error("producer %s: the sender thread did not stop", self.client_id)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Producer(client_id={self.client_id!r}, bootstrap={self.bootstrap!r}, "
+                f"acks={self._acks}, closed={self._closed})")
+
+
+def _unacknowledged(metadata: RecordMetadata) -> RecordMetadata:
+    return dataclasses.replace(metadata, offset=-1)
+
+
+def _unacknowledged_callback(callback: Callback) -> Callback:
+    """acks=0: the offset is unknown (-1) for every record."""
+
+    def wrapped(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        callback(None if metadata is None else _unacknowledged(metadata), error)
+
+    return wrapped
+
+
+def _unacknowledged_future(inner: object) -> RecordFuture:
+    assert isinstance(inner, RecordFuture)
+    outer = RecordFuture()
+
+    def done(future: RecordFuture) -> None:
+        error = future.exception()
+        if error is not None:
+            outer.set_exception(error)
+        else:
+            outer.set_result(_unacknowledged(future.result()))
+
+    inner.add_done_callback(done)  # type: ignore[arg-type]
+    return outer

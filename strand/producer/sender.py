@@ -1,0 +1,506 @@
+"""The producer's I/O thread: batches from the accumulator to the gateway and back.
+
+One daemon thread runs an asyncio loop with a ``grpc.aio`` channel to the gateway.
+Each turn of the loop (Kafka's ``Sender.runOnce``):
+
+1. refresh metadata if someone asked for it (an unknown leader, a stale-leader
+   answer, a new topic) or it is older than ``metadata_max_age_ms``;
+2. ``accumulator.ready()`` with the cached leaders says which leader nodes have a
+   sendable batch and when to look again;
+3. for each such node with fewer than ``max_in_flight_requests`` calls in flight,
+   ``drain()`` takes at most ``max_request_size`` bytes of batches, one per
+   partition, then tops the request up with further *full* batches of the same
+   partitions (they travel concatenated in one ``PartitionProduceData``: the log
+   assigns them contiguous offsets), so that a partition that filled several batches
+   while its previous request was in flight catches up in one call;
+4. one Produce call per node group goes to the gateway (which forwards one call per
+   leader node too): groups run in parallel, bounded per node;
+5. answers complete the batches with their base offsets, put them back for a retry
+   (after ``retry_backoff_ms``, at most ``retries`` times, within
+   ``delivery_timeout_ms`` of their creation) or fail them with the typed error;
+6. batches that waited in the accumulator past ``delivery_timeout_ms`` (no leader,
+   cluster unreachable) fail with RequestTimedOutError.
+
+Ordering: a partition has at most one request in flight (it is muted meanwhile) and
+a retried batch goes back ahead of younger ones, so records of a partition are
+appended in send order even across retries (Kafka's guarantee with
+``max.in.flight.requests.per.connection=1``, kept here with up to
+``max_in_flight_requests`` calls in flight per node across partitions). There is no
+idempotence yet: a retry after a timeout whose append did happen writes the batch
+twice (at least once delivery).
+
+The loop sleeps on an ``asyncio.Event`` until the next deadline the accumulator and
+the metadata give; ``wakeup()`` (thread-safe) sets it when a batch fills or is
+created, a flush starts, or an append waits for memory. Callbacks and futures of
+completed records run on this thread: callbacks must be quick and must not block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from strand.client.channel import open_aio_channel, transport_error
+from strand.client.metadata import MetadataCache
+from strand.client.wire import encode_produce_request
+from strand.errors import (
+    ErrorCode,
+    RequestTimedOutError,
+    StrandError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    error_for,
+)
+from strand.producer.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
+from strand.producer.errors import ProducerClosedError
+from strand.v1 import common_pb2 as pb
+from strand.v1 import gateway_pb2_grpc
+
+__all__ = ["METADATA_ERRORS", "RETRIABLE_ERRORS", "Sender", "SenderConfig"]
+
+log = logging.getLogger(__name__)
+
+# Answers after which the same batch may succeed later (Kafka's RetriableException).
+RETRIABLE_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+})
+# Of those, the ones that mean "your metadata is stale" (Kafka's InvalidMetadataException).
+METADATA_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+})
+
+_EXPIRY_NODE = -1000  # a pseudo leader under which expired batches are drained
+_EXPIRY_CHECK_MS = 100.0
+
+
+def _only(partitions: set[TopicPartition], node: int) -> Callable[[TopicPartition], int | None]:
+    """A ``leader_of`` that puts ``partitions`` under ``node`` and hides the others, so
+    that ``drain()`` takes exactly the batches asked for."""
+    return lambda tp: node if tp in partitions else None
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class SenderConfig:
+    acks: int = 1
+    retries: int = 2_147_483_647
+    retry_backoff_ms: float = 100
+    delivery_timeout_ms: float = 120_000
+    request_timeout_ms: float = 30_000
+    max_request_size: int = 1_048_576
+    max_in_flight_requests: int = 5
+    client_id: str = ""
+
+
+class Sender:
+    """The I/O thread of one Producer; see the module docstring."""
+
+    def __init__(self, address: str, accumulator: RecordAccumulator, metadata: MetadataCache,
+                 config: SenderConfig, clock: Callable[[], float] = _monotonic_ms) -> None:
+        self.address = address
+        self.accumulator = accumulator
+        self.metadata = metadata
+        self.config = config
+        self._clock = clock
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"strand-producer-sender-{config.client_id}")
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+        self._wake_pending = False
+        self._closing = False
+        self._forced = False
+        self._stopped = False
+        self._inflight: dict[int, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._partitions: set[TopicPartition] = set()  # every partition a batch was made for
+        self._solo: set[TopicPartition] = set()  # send one batch per request (MESSAGE_TOO_LARGE)
+        self._next_expiry_check = 0.0
+        self._stub: gateway_pb2_grpc.GatewayStub | None = None
+        self._produce_rpc: Any = None  # Produce with pre-encoded requests
+        self.fatal_error: BaseException | None = None
+
+    # ------------------------------------------------------------- thread control
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait()
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and not self._stopped
+
+    def note_partition(self, tp: TopicPartition) -> None:
+        """A batch was created for ``tp`` (its records are watched for expiry)."""
+        if tp not in self._partitions:
+            self._partitions.add(tp)
+
+    def wakeup(self) -> None:
+        """Make the loop take a turn now. Thread-safe, never blocks; cheap when a wake-up
+        is already pending."""
+        if self._wake_pending:
+            return
+        loop, event = self._loop, self._event
+        if loop is None or event is None or self._stopped:
+            return
+        self._wake_pending = True
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(event.set)
+
+    def initiate_close(self) -> None:
+        """Stop once every batch is delivered (or has failed)."""
+        self._closing = True
+        self._wake_pending = False
+        self.wakeup()
+
+    def force_close(self) -> None:
+        """Stop now: in-flight calls are cancelled, undelivered records fail."""
+        self._closing = True
+        self._forced = True
+        self._wake_pending = False
+        self.wakeup()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end; True if it did."""
+        if threading.current_thread() is self._thread:
+            return False
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # ------------------------------------------------------------------- loop
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # a bug: never leave futures hanging
+            log.exception("the producer's sender thread failed")
+            self.fatal_error = exc
+            self.accumulator.close()
+            self.accumulator.abort_incomplete_batches(
+                ProducerClosedError(f"the producer's sender thread failed: {exc!r}"))
+        finally:
+            self._stopped = True
+            self._ready.set()
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        channel = open_aio_channel(self.address, self.config.client_id or None)
+        self._stub = gateway_pb2_grpc.GatewayStub(channel)
+        self._produce_rpc = channel.unary_unary(
+            "/strand.v1.Gateway/Produce", request_serializer=None,
+            response_deserializer=pb.ProduceResponse.FromString)
+        self._event = event
+        self._loop = loop
+        self._ready.set()
+        try:
+            while True:
+                self._wake_pending = False
+                event.clear()
+                if self._forced:
+                    break
+                if (self._closing and not self._tasks
+                        and not self.accumulator.has_incomplete()):
+                    break
+                delay = self._run_once(self._clock())
+                if delay <= 0:
+                    await asyncio.sleep(0)
+                    continue
+                handle = None if math.isinf(delay) else loop.call_later(delay / 1000, event.set)
+                await event.wait()
+                if handle is not None:
+                    handle.cancel()
+        finally:
+            self._stopped = True
+            await self._shutdown(channel)
+
+    async def _shutdown(self, channel: grpc.aio.Channel) -> None:
+        tasks = list(self._tasks)
+        if self._metadata_task is not None:
+            tasks.append(self._metadata_task)
+        if self._forced:
+            for task in tasks:
+                task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.accumulator.close()
+        self.accumulator.abort_incomplete_batches(
+            ProducerClosedError("the producer was closed before the record was delivered"))
+        await channel.close()
+
+    def _run_once(self, now: float) -> float:
+        """One turn; returns milliseconds until the next one is due (math.inf: only on
+        a wake-up)."""
+        metadata = self.metadata
+        acc = self.accumulator
+        leader_of = metadata.leader_of
+        result = acc.ready(now, leader_of)
+        if result.unknown_leader_partitions:
+            self._fail_missing_partitions(result.unknown_leader_partitions)
+            metadata.request_update()
+        delay = result.next_ready_check_delay_ms
+        if self._metadata_task is None and metadata.wanted_topics():
+            wait = metadata.time_to_next_update(now)
+            if wait <= 0:
+                metadata.attempt_started(now)
+                self._metadata_task = asyncio.ensure_future(self._refresh_metadata())
+            else:
+                delay = min(delay, wait)
+        limit = self.config.max_in_flight_requests
+        nodes = [n for n in result.ready_nodes if self._inflight.get(n, 0) < limit]
+        if nodes:
+            drained = acc.drain(nodes, self.config.max_request_size, leader_of=leader_of,
+                                now=now)
+            for node, batches in drained.items():
+                if batches:
+                    self._top_up(node, batches, now)
+                    self._send(node, batches)
+        if now >= self._next_expiry_check:
+            self._next_expiry_check = now + _EXPIRY_CHECK_MS
+            self._expire(now)
+        if self._partitions and acc.has_incomplete():
+            delay = min(delay, max(1.0, self._next_expiry_check - now))
+        return delay
+
+    # ------------------------------------------------------------------ produce
+
+    def _top_up(self, node: int, batches: list[ProducerBatch], now: float) -> None:
+        """Add the following full batches of the drained partitions, up to max_request_size."""
+        acc = self.accumulator
+        limit = self.config.max_request_size
+        size = sum(b.estimated_size for b in batches)
+        forced = acc.closed or acc.flush_in_progress or acc.waiting_for_memory > 0
+        candidates = [b.topic_partition for b in batches if b.topic_partition not in self._solo]
+        while candidates and size < limit:
+            eligible: set[TopicPartition] = set()
+            for tp in candidates:
+                queued = acc.queued_batches(tp)
+                if queued:
+                    head = queued[0]
+                    if (head.is_full or forced) and size + head.estimated_size <= limit:
+                        eligible.add(tp)
+            if not eligible:
+                return
+            more = acc.drain([node], limit - size, leader_of=_only(eligible, node),
+                             now=now)[node]
+            if not more:
+                return
+            batches.extend(more)
+            size += sum(b.estimated_size for b in more)
+            candidates = [b.topic_partition for b in more]
+
+    def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        groups: dict[TopicPartition, list[ProducerBatch]] = {}
+        for batch in batches:
+            tp = batch.topic_partition
+            group = groups.get(tp)
+            if group is None:
+                groups[tp] = [batch]
+                self.accumulator.mute(tp)
+            else:
+                group.append(batch)
+        self._inflight[node] = self._inflight.get(node, 0) + 1
+        self._tasks.add(asyncio.ensure_future(self._produce(node, groups)))
+
+    async def _produce(self, node: int, groups: dict[TopicPartition, list[ProducerBatch]]) -> None:
+        config = self.config
+        try:
+            topics: dict[str, list[tuple[int, list[bytes]]]] = {}
+            for (topic, partition), group in groups.items():
+                topics.setdefault(topic, []).append((partition, [b.build() for b in group]))
+            # The batches are copied once, into the wire message (strand.client.wire).
+            request = encode_produce_request(config.acks, int(config.request_timeout_ms),
+                                             topics)
+            assert self._produce_rpc is not None
+            call = self._produce_rpc(request, timeout=config.request_timeout_ms / 1000)
+            if config.acks == 0:
+                # Nothing is acknowledged: the records count as sent once the call is out.
+                for group in groups.values():
+                    for batch in group:
+                        batch.complete(-1)
+            try:
+                response = await call
+            except grpc.aio.AioRpcError as exc:
+                error = transport_error(exc, self.address, "Produce")
+                if config.acks == 0:
+                    log.warning("acks=0 produce call failed (records may be lost): %s", error)
+                    return
+                now = self._clock()
+                for group in groups.values():
+                    self._retry_or_fail(group, error, error.retriable, now)
+                self.metadata.request_update()
+                return
+            if config.acks != 0:
+                self._handle_response(groups, response)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug here must not leave records hanging
+            log.exception("producer request handling failed")
+            for group in groups.values():
+                for batch in group:
+                    batch.fail(exc)
+        finally:
+            for tp in groups:
+                self.accumulator.unmute(tp)
+            self._inflight[node] -= 1
+            # Forgotten here, not in a done callback: the loop may run before that one
+            # and must not see this call as still in flight.
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.discard(task)
+            self._wake_pending = False
+            if self._event is not None:
+                self._event.set()
+
+    def _handle_response(self, groups: dict[TopicPartition, list[ProducerBatch]],
+                         response: pb.ProduceResponse) -> None:
+        now = self._clock()
+        refresh = False
+        answered: set[TopicPartition] = set()
+        for topic_response in response.topics:
+            topic = topic_response.topic
+            for part in topic_response.partitions:
+                tp = (topic, part.partition)
+                group = groups.get(tp)
+                if group is None or tp in answered:
+                    continue
+                answered.add(tp)
+                code = part.error_code
+                if code == ErrorCode.NONE:
+                    self._solo.discard(tp)
+                    offset = part.base_offset
+                    append_time = part.log_append_time_ms
+                    for batch in group:
+                        batch.complete(offset, append_time)
+                        offset += batch.record_count
+                    continue
+                error = error_for(code, part.error_message)
+                if code in RETRIABLE_ERRORS:
+                    self._retry_or_fail(group, error, True, now)
+                    refresh = refresh or code in METADATA_ERRORS
+                elif code == ErrorCode.MESSAGE_TOO_LARGE and len(group) > 1:
+                    # One of the concatenated batches is too big: send them one by one.
+                    self._solo.add(tp)
+                    self._retry_or_fail(group, error, True, now)
+                else:
+                    for batch in group:
+                        batch.fail(error)
+        for tp, group in groups.items():
+            if tp not in answered:
+                missing = UnknownServerError(f"the gateway's answer lacks {tp[0]}-{tp[1]}")
+                for batch in group:
+                    batch.fail(missing)
+        if refresh:
+            self.metadata.request_update()
+
+    def _retry_or_fail(self, group: list[ProducerBatch], error: StrandError, retriable: bool,
+                       now: float) -> None:
+        config = self.config
+        for batch in group:
+            if (retriable and batch.attempts < config.retries
+                    and now - batch.created_ms < config.delivery_timeout_ms
+                    and not self._forced):
+                log.debug("retrying %r after %s", batch, error)
+                self.accumulator.reenqueue(batch, now)
+            else:
+                batch.fail(error)
+
+    # ---------------------------------------------------------------- metadata
+
+    async def _refresh_metadata(self) -> None:
+        metadata = self.metadata
+        topics = metadata.wanted_topics()
+        try:
+            assert self._stub is not None
+            response = await self._stub.Metadata(
+                pb.MetadataRequest(topics=topics), timeout=self.config.request_timeout_ms / 1000)
+        except grpc.aio.AioRpcError as exc:
+            error = transport_error(exc, self.address, "Metadata")
+            log.debug("metadata refresh failed: %s", error)
+            metadata.update_failed(error, self._clock())
+        else:
+            metadata.update(response, topics, self._clock())
+        finally:
+            self._metadata_task = None
+            self._wake_pending = False
+            if self._event is not None:
+                self._event.set()
+
+    # ------------------------------------------------------------------ expiry
+
+    def _fail_missing_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """Batches for partitions the topic does not have (an explicit partition sent
+        before the metadata was known) fail at once instead of expiring."""
+        missing = set()
+        for tp in tps:
+            count = self.metadata.partition_count(tp[0])
+            if count is not None and not 0 <= tp[1] < count:
+                missing.add(tp)
+        if missing:
+            self._drain_and_fail(missing, lambda tp, n: UnknownTopicOrPartitionError(
+                f"{n} record(s) for {tp[0]}-{tp[1]}: topic {tp[0]!r} has "
+                f"{self.metadata.partition_count(tp[0])} partitions"))
+
+    def _expire(self, now: float) -> None:
+        timeout = self.config.delivery_timeout_ms
+        expired = set()
+        for tp in list(self._partitions):
+            queued = self.accumulator.queued_batches(tp)
+            if queued and now - queued[0].created_ms >= timeout:
+                expired.add(tp)
+        if expired:
+            self._drain_and_fail(expired, lambda tp, n: RequestTimedOutError(
+                f"expiring {n} record(s) for {tp[0]}-{tp[1]}: {timeout:g} ms "
+                "(delivery_timeout_ms) passed since the batch was created"),
+                lambda batch: now - batch.created_ms >= timeout)
+
+    def _drain_and_fail(self, tps: set[TopicPartition],
+                        error: Callable[[TopicPartition, int], StrandError],
+                        still: Callable[[ProducerBatch], bool] | None = None) -> None:
+        """Fail the queued batches of ``tps`` (while ``still(head)`` holds)."""
+        acc = self.accumulator
+        for _ in range(10_000):  # bounded: each round removes one batch per partition
+            if not tps:
+                return
+            drained = acc.drain([_EXPIRY_NODE], 1 << 62, leader_of=_only(tps, _EXPIRY_NODE),
+                                now=self._clock())[_EXPIRY_NODE]
+            if not drained:
+                return
+            for batch in drained:
+                batch.fail(error(batch.topic_partition, batch.record_count))
+            remaining = set()
+            for tp in tps:
+                queued = acc.queued_batches(tp)
+                if queued and (still is None or still(queued[0])):
+                    remaining.add(tp)
+            tps = remaining
