@@ -9,10 +9,11 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run test test-fast lint bench proto clean help
+.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help
 
 help:
-	@echo "make run    - show the log engine working (the local cluster arrives with the next issue)"
+	@echo "make run    - start a local cluster of real processes and produce/consume through it"
+	@echo "make demo-log - the storage engine alone: append, read, compact, recover"
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make lint   - ruff and mypy"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
@@ -35,7 +36,28 @@ system-deps:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
 	fi
 
-run: setup
+STRAND := $(VENV)/bin/strand
+
+run: setup system-deps
+	@echo ">>> starting a local dev cluster (etcd, 2 controllers, 3 storage nodes, a gateway)"
+	@$(STRAND) dev up
+	@$(STRAND) dev status
+	@$(STRAND) topic describe demo >/dev/null 2>&1 || \
+		$(STRAND) topic create demo --partitions 6 --replication-factor 1
+	@echo ">>> producing five keyed records to topic demo"
+	@printf 'alice:hello\nbob:strand\ncarol:is\nalice:a commit log\nbob:in python\n' | \
+		$(STRAND) produce demo --key-separator :
+	@echo ">>> consuming topic demo from the beginning (partition:offset, key, value)"
+	@$(STRAND) consume demo --from-beginning --print-offset --print-key --timeout-ms 5000
+	@echo
+	@echo "The cluster keeps running. Try next (with . .venv/bin/activate):"
+	@echo "  strand topic create orders --partitions 12 --replication-factor 1"
+	@echo "  strand bench produce orders --records 200000 --record-size 1024 --json"
+	@echo "  strand bench consume orders --records 200000 --json"
+	@echo "  strand consume demo --follow          # and produce from another terminal"
+	@echo "  strand dev status | strand dev down"
+
+demo-log: setup
 	@$(PY) -m strand.log.demo
 
 test: setup system-deps

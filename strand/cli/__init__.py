@@ -1,0 +1,1 @@
+"""The ``strand`` command line: dev cluster, topics, produce, consume, bench."""

@@ -1,0 +1,132 @@
+"""``strand bench produce|consume``: perf tools in the spirit of Kafka's
+producer-perf-test and consumer-perf-test. ``--json`` prints one object with
+records, bytes, seconds, records_per_s, mb_per_s (MB = 10^6 bytes) and, for
+produce, the send-to-acknowledgement latency percentiles in milliseconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from strand.cli.common import bootstrap, err, friendly_errors
+from strand.cli.produce import ACKS, _acks
+from strand.client.structs import TopicPartition
+from strand.consumer import Consumer
+from strand.producer import Producer
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err, transient=True)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return round(sorted_values[index], 3)
+
+
+def _report(result: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        for key, value in result.items():
+            click.echo(f"{key}: {value}")
+
+
+@click.group()
+def bench() -> None:
+    """Measure produce and consume throughput against a cluster."""
+
+
+@bench.command(name="produce")
+@click.argument("topic")
+@click.option("--records", type=click.IntRange(1), required=True)
+@click.option("--record-size", type=click.IntRange(0), default=1024, show_default=True)
+@click.option("--acks", type=ACKS, default="1", show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=262144, show_default=True)
+@click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              default="none", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@friendly_errors
+def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int, acks: str,
+                  batch_size: int, linger_ms: int, compression: str, as_json: bool) -> None:
+    """Send RECORDS records of RECORD-SIZE random bytes to TOPIC as fast as possible."""
+    payload = os.urandom(record_size)
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    with Producer(bootstrap(ctx), acks=_acks(acks), batch_size=batch_size,
+                  linger_ms=linger_ms,
+                  compression_type=None if compression == "none" else compression) as producer:
+        producer.partitions_for(topic)  # metadata first: not part of the measurement
+        with _progress() as progress:
+            task = progress.add_task(f"producing to {topic}", total=records)
+            start = time.perf_counter()
+            for _ in range(records):
+                sent = time.perf_counter()
+
+                def done(metadata: object, error: BaseException | None,
+                         sent: float = sent) -> None:
+                    if error is not None:
+                        failures.append(error)
+                    else:
+                        latencies.append((time.perf_counter() - sent) * 1000)
+
+                producer.send(topic, value=payload, on_delivery=done)
+                if len(latencies) % 4096 == 0:
+                    progress.update(task, completed=len(latencies))
+            producer.flush()
+            seconds = time.perf_counter() - start
+    if failures:
+        raise click.ClickException(f"{len(failures)} records failed: {failures[0]}")
+    latencies.sort()
+    total_bytes = records * record_size
+    _report({"records": records, "bytes": total_bytes, "seconds": round(seconds, 3),
+             "records_per_s": round(records / seconds, 1),
+             "mb_per_s": round(total_bytes / seconds / 1e6, 2),
+             "latency_ms": {"p50": _percentile(latencies, 0.50),
+                            "p99": _percentile(latencies, 0.99),
+                            "p999": _percentile(latencies, 0.999)},
+             "acks": acks, "record_size": record_size, "batch_size": batch_size,
+             "linger_ms": linger_ms, "compression": compression}, as_json)
+
+
+@bench.command(name="consume")
+@click.argument("topic")
+@click.option("--records", type=click.IntRange(1), required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@friendly_errors
+def bench_consume(ctx: click.Context, topic: str, records: int, as_json: bool) -> None:
+    """Read RECORDS records of TOPIC from the beginning as fast as possible."""
+    consumed = total_bytes = 0
+    with Consumer(bootstrap(ctx)) as consumer:
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for(topic)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        with _progress() as progress:
+            task = progress.add_task(f"consuming {topic}", total=records)
+            start = time.perf_counter()
+            idle_since = time.perf_counter()
+            while consumed < records:
+                batch = consumer.poll(timeout_ms=1000)
+                for items in batch.values():
+                    for record in items:
+                        consumed += 1
+                        total_bytes += len(record.value or b"") + len(record.key or b"")
+                    idle_since = time.perf_counter()
+                progress.update(task, completed=consumed)
+                if time.perf_counter() - idle_since > 10:
+                    raise click.ClickException(
+                        f"only {consumed} of {records} records arrived within 10 s of silence")
+            seconds = time.perf_counter() - start
+    _report({"records": consumed, "bytes": total_bytes, "seconds": round(seconds, 3),
+             "records_per_s": round(consumed / seconds, 1),
+             "mb_per_s": round(total_bytes / seconds / 1e6, 2)}, as_json)

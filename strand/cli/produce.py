@@ -1,0 +1,114 @@
+"""``strand produce`` (kafka-console-producer) and ``strand consume`` (kafka-console-consumer)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import Future
+
+import click
+
+from strand.cli.common import bootstrap, err, friendly_errors
+from strand.client.structs import TopicPartition
+from strand.consumer import Consumer
+from strand.producer import Producer, RecordMetadata
+
+ACKS = click.Choice(["0", "1", "all", "-1"])
+
+
+def _acks(value: str) -> int | str:
+    return "all" if value in ("all", "-1") else int(value)
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--key-separator", default=None, metavar="SEP",
+              help="split each line at the first SEP into key and value")
+@click.option("--acks", type=ACKS, default="1", show_default=True)
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              default="none", show_default=True)
+@click.option("--partition", type=int, default=None, help="send every line to this partition")
+@click.pass_context
+@friendly_errors
+def produce(ctx: click.Context, topic: str, key_separator: str | None, acks: str,
+            compression: str, partition: int | None) -> None:
+    """Send each line of standard input as a record of TOPIC."""
+    futures: list[Future[RecordMetadata]] = []
+    with Producer(bootstrap(ctx), acks=_acks(acks),
+                  compression_type=None if compression == "none" else compression) as producer:
+        for line in sys.stdin.buffer:
+            line = line.rstrip(b"\r\n")
+            key = None
+            if key_separator is not None:
+                raw_key, sep, value = line.partition(key_separator.encode())
+                if not sep:
+                    raise click.ClickException(
+                        f"line {len(futures) + 1} has no key separator {key_separator!r}")
+                key, line = raw_key, value
+            futures.append(producer.send(topic, value=line, key=key, partition=partition))
+        producer.flush()
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        raise click.ClickException(f"{len(failed)} of {len(futures)} records failed: "
+                                   f"{failed[0]}")
+    err.print(f"sent {len(futures)} records to {topic}")
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--from-beginning", is_flag=True, help="start at the earliest offset")
+@click.option("--partition", type=int, default=None, help="only this partition")
+@click.option("--offset", type=int, default=None, help="start here (needs --partition)")
+@click.option("--max-messages", type=click.IntRange(1), default=None)
+@click.option("--follow", is_flag=True, help="keep waiting for new records")
+@click.option("--print-key", is_flag=True)
+@click.option("--print-offset", is_flag=True)
+@click.option("--timeout-ms", type=int, default=10_000, show_default=True,
+              help="without --follow: give up when nothing arrives for this long")
+@click.pass_context
+@friendly_errors
+def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int | None,
+            offset: int | None, max_messages: int | None, follow: bool, print_key: bool,
+            print_offset: bool, timeout_ms: int) -> None:
+    """Print the records of TOPIC, one value per line."""
+    if offset is not None and partition is None:
+        raise click.UsageError("--offset needs --partition")
+    out = sys.stdout.buffer
+    with Consumer(bootstrap(ctx)) as consumer:
+        partitions = consumer.partitions_for(topic)
+        tps = [TopicPartition(topic, p) for p in partitions
+               if partition is None or p == partition]
+        if not tps:
+            raise click.ClickException(f"topic {topic} has no partition {partition}")
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        if offset is not None:
+            consumer.seek(tps[0], offset)
+        elif from_beginning:
+            consumer.seek_to_beginning(*tps)
+        else:
+            consumer.seek_to_end(*tps)
+        seen = 0
+        last_record = time.monotonic()
+        while True:
+            batches = consumer.poll(timeout_ms=500)
+            for records in batches.values():
+                for record in records:
+                    fields = []
+                    if print_offset:
+                        fields.append(f"{record.partition}:{record.offset}".encode())
+                    if print_key:
+                        fields.append(record.key if record.key is not None else b"null")
+                    fields.append(record.value if record.value is not None else b"null")
+                    out.write(b"\t".join(fields) + b"\n")
+                    seen += 1
+                    if max_messages is not None and seen >= max_messages:
+                        out.flush()
+                        return
+                last_record = time.monotonic()
+            out.flush()
+            if not follow:
+                caught_up = all(consumer.position(tp) >= ends[tp] for tp in tps)
+                idle = (time.monotonic() - last_record) * 1000 > timeout_ms
+                if caught_up or idle:
+                    return

@@ -1,0 +1,111 @@
+"""``strand topic create|list|describe|delete|alter`` (Kafka's kafka-topics.sh)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from strand.admin import Admin, NewTopic
+from strand.cli.common import bootstrap, err, friendly_errors, parse_configs
+
+
+@click.group()
+def topic() -> None:
+    """Create, list, describe, alter and delete topics."""
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
+              help="topic config, repeatable (e.g. --config retention.ms=60000)")
+@click.pass_context
+@friendly_errors
+def create(ctx: click.Context, name: str, partitions: int, replication_factor: int,
+           configs: tuple[str, ...]) -> None:
+    """Create topic NAME."""
+    with Admin(bootstrap(ctx)) as admin:
+        admin.create_topics([NewTopic(name, partitions, replication_factor,
+                                      parse_configs(configs))])
+    err.print(f"created topic {name} ({partitions} partitions, "
+              f"replication factor {replication_factor})")
+
+
+@topic.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@friendly_errors
+def list_(ctx: click.Context, as_json: bool) -> None:
+    """List topic names."""
+    with Admin(bootstrap(ctx)) as admin:
+        names = sorted(admin.list_topics())
+    if as_json:
+        click.echo(json.dumps(names))
+    else:
+        for name in names:
+            click.echo(name)
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@friendly_errors
+def describe(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Partitions (leader, replicas, in-sync replicas) and configs of topic NAME."""
+    with Admin(bootstrap(ctx)) as admin:
+        description = admin.describe_topics([name])[0]
+        configs = admin.describe_configs(name)
+    partitions: list[dict[str, Any]] = [
+        {"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
+         "isr": list(p.isr)} for p in description.partitions]
+    overrides = {k: v.value for k, v in configs.items() if not v.is_default}
+    if as_json:
+        click.echo(json.dumps({"name": name, "partitions": partitions, "configs": overrides}))
+        return
+    table = Table(title=f"topic {name}" + (f"  configs: {overrides}" if overrides else ""))
+    for column in ("partition", "leader", "replicas", "isr"):
+        table.add_column(column)
+    for p in partitions:
+        table.add_row(str(p["partition"]), str(p["leader"]),
+                      ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])))
+    Console().print(table)
+
+
+@topic.command()
+@click.argument("name")
+@click.pass_context
+@friendly_errors
+def delete(ctx: click.Context, name: str) -> None:
+    """Delete topic NAME and its data."""
+    with Admin(bootstrap(ctx)) as admin:
+        admin.delete_topics([name])
+    err.print(f"deleted topic {name}")
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE")
+@click.option("--delete-config", "deletes", multiple=True, metavar="KEY",
+              help="back to the default, repeatable")
+@click.option("--partitions", type=click.IntRange(1), default=None,
+              help="new total partition count (can only grow)")
+@click.pass_context
+@friendly_errors
+def alter(ctx: click.Context, name: str, configs: tuple[str, ...], deletes: tuple[str, ...],
+          partitions: int | None) -> None:
+    """Change configs or grow the partition count of topic NAME."""
+    if not configs and not deletes and partitions is None:
+        raise click.UsageError("nothing to change: give --config, --delete-config or "
+                               "--partitions")
+    with Admin(bootstrap(ctx)) as admin:
+        if configs or deletes:
+            admin.alter_configs(name, set=parse_configs(configs), delete=list(deletes))
+        if partitions is not None:
+            admin.create_partitions(name, partitions)
+    err.print(f"altered topic {name}")

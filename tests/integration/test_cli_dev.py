@@ -1,0 +1,92 @@
+"""`strand dev up|status|down` through the real command: a cluster of real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cluster_helpers import REPO
+
+
+def strand(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "strand.cli.main", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_dev_up_status_down(tmp_path: Path) -> None:
+    directory = tmp_path / "dev"
+    env = {**os.environ, "STRAND_DEV_DIR": str(directory)}
+    started = strand("dev", "up", "--storage-nodes", "3", env=env)
+    assert started.returncode == 0, started.stderr
+    try:
+        cluster = json.loads((directory / "cluster.json").read_text())
+        assert cluster["gateway"].startswith("127.0.0.1:")
+        status = strand("dev", "status", "--json", env=env)
+        assert status.returncode == 0, status.stderr
+        processes = json.loads(status.stdout)["processes"]
+        roles = sorted(p["role"] for p in processes)
+        assert roles == ["controller", "controller", "etcd", "gateway",
+                         "storage", "storage", "storage"]
+        assert all(p["running"] and p["serving"] for p in processes), processes
+        assert all(Path(p["log"]).parent == directory / "logs" for p in processes)
+        again = strand("dev", "up", env=env)
+        assert again.returncode != 0 and "already running" in again.stderr
+        check_topic_produce_consume_bench(env)
+    finally:
+        stopped = strand("dev", "down", env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped 7 processes" in stopped.stderr
+    assert not (directory / "cluster.json").exists()
+    for process in processes:
+        pid = int(process["pid"])
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(
+            f"/proc/{pid}/stat").read_text().split()[2]
+    empty = strand("dev", "status", "--json", env=env)
+    assert json.loads(empty.stdout)["processes"] == []
+
+
+def check_topic_produce_consume_bench(env: dict[str, str]) -> None:
+    """The console tools against the dev cluster, found without any address."""
+    created = strand("topic", "create", "demo", "--partitions", "3", "--replication-factor",
+                     "1", "--config", "retention.ms=3600000", env=env)
+    assert created.returncode == 0, created.stderr
+    duplicate = strand("topic", "create", "demo", env=env)
+    assert duplicate.returncode == 1 and "TOPIC_ALREADY_EXISTS" in duplicate.stderr
+    listed = strand("topic", "list", "--json", env=env)
+    assert json.loads(listed.stdout) == ["demo"]
+    described = json.loads(strand("topic", "describe", "demo", "--json", env=env).stdout)
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    assert described["configs"] == {"retention.ms": "3600000"}
+    lines = "".join(f"key{i % 4}:value-{i}\n" for i in range(30))
+    produced = subprocess.run([sys.executable, "-m", "strand.cli.main", "produce", "demo",
+                               "--key-separator", ":"], input=lines, cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert produced.returncode == 0, produced.stderr
+    consumed = strand("consume", "demo", "--from-beginning", "--print-key", "--print-offset",
+                      env=env)
+    assert consumed.returncode == 0, consumed.stderr
+    rows = [line.split("\t") for line in consumed.stdout.splitlines()]
+    assert sorted(row[2] for row in rows) == sorted(f"value-{i}" for i in range(30))
+    by_key: dict[str, set[str]] = {}
+    for position, key, _ in rows:
+        by_key.setdefault(key, set()).add(position.split(":")[0])
+    assert all(len(partitions) == 1 for partitions in by_key.values())  # one key, one partition
+    limited = strand("consume", "demo", "--from-beginning", "--max-messages", "5", env=env)
+    assert len(limited.stdout.splitlines()) == 5
+    bench = strand("bench", "produce", "demo", "--records", "2000", "--record-size", "100",
+                   "--json", env=env)
+    assert bench.returncode == 0, bench.stderr
+    result = json.loads(bench.stdout)
+    assert result["records"] == 2000 and result["records_per_s"] > 0
+    assert set(result["latency_ms"]) == {"p50", "p99", "p999"}
+    read = strand("bench", "consume", "demo", "--records", "2030", "--json", env=env)
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["records"] >= 2030
+    bad = strand("topic", "create", "bad name", env=env)
+    assert bad.returncode == 1 and "INVALID_TOPIC_EXCEPTION" in bad.stderr
+    deleted = strand("topic", "delete", "demo", env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(strand("topic", "list", "--json", env=env).stdout) == []
