@@ -27,8 +27,10 @@ An explicit ``partition`` is checked against the topic's partition count when th
 producer already has the topic's metadata (waiting up to ``max_block_ms`` for a
 refresh if the partition is beyond it). When it has none yet, ``send()`` does not
 wait: the record is buffered at once and fails later with
-UnknownTopicOrPartitionError if the partition turns out not to exist. So records
-for known partitions can be buffered while the cluster is still unreachable.
+UnknownTopicOrPartitionError if the partition turns out not to exist (at once for a
+partition beyond the topic's count; after ``max_block_ms`` for a topic the cluster
+does not know, as long as a keyed send would have waited). So records for known
+partitions can be buffered while the cluster is still unreachable.
 
 Keys and values are ``bytes`` or None; ``str`` is accepted and encoded as UTF-8
 (as confluent-kafka does), ``bytearray``/``memoryview`` are copied; anything else is
@@ -133,8 +135,10 @@ class Producer:
       times, this long apart, within ``delivery_timeout_ms`` from ``send()``.
     - ``request_timeout_ms``: one produce call's deadline.
     - ``max_request_size``: bytes of batches per call (and the largest record).
-    - ``max_in_flight_requests``: concurrent produce calls per leader node (a
-      partition never has more than one, so its records keep their order).
+    - ``max_in_flight_requests``: concurrent produce calls per leader node. Records
+      of a partition are appended in send order, but a retry may land after records
+      sent later (as in Kafka without idempotence); with 1, order holds across
+      retries too, at about half the throughput.
     - ``metadata_max_age_ms``: refresh metadata at least this often.
     """
 
@@ -188,7 +192,7 @@ class Producer:
             acks=self._acks, retries=retries, retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
             max_request_size=max_request_size, max_in_flight_requests=max_in_flight_requests,
-            client_id=self.client_id))
+            metadata_wait_ms=max_block_ms, client_id=self.client_id))
         self._close_lock = threading.Lock()
         self._closed = False
         self._sender.start()
@@ -219,8 +223,11 @@ class Producer:
         key_bytes = _to_bytes(key, "key")
         value_bytes = _to_bytes(value, "value")
         record_headers = _headers(headers)
-        if timestamp_ms is not None and (type(timestamp_ms) is not int or timestamp_ms < 0):
-            raise TypeError(f"timestamp_ms must be a non-negative int, not {timestamp_ms!r}")
+        if timestamp_ms is not None:
+            if type(timestamp_ms) is not int:
+                raise TypeError(f"timestamp_ms must be an int, not {timestamp_ms!r}")
+            if timestamp_ms < 0:
+                raise ValueError(f"timestamp_ms must be >= 0, not {timestamp_ms}")
         self._check_size(key_bytes, value_bytes, record_headers)
         callback = on_delivery
         if self._acks == 0 and callback is not None:

@@ -21,13 +21,17 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
 6. batches that waited in the accumulator past ``delivery_timeout_ms`` (no leader,
    cluster unreachable) fail with RequestTimedOutError.
 
-Ordering: a partition has at most one request in flight (it is muted meanwhile) and
-a retried batch goes back ahead of younger ones, so records of a partition are
-appended in send order even across retries (Kafka's guarantee with
-``max.in.flight.requests.per.connection=1``, kept here with up to
-``max_in_flight_requests`` calls in flight per node across partitions). There is no
-idempotence yet: a retry after a timeout whose append did happen writes the batch
-twice (at least once delivery).
+Ordering, as Kafka's producer without idempotence: up to ``max_in_flight_requests``
+calls per node are in flight, and a partition's batches may be in several of them
+(pipelining: measured here, this doubles throughput over one call at a time). The
+gateway and the storage node append a partition's batches in arrival order, so
+records keep their send order, except that a retry can land after batches sent
+later. With ``max_in_flight_requests=1`` a partition has at most one call in flight
+(it is muted meanwhile, even across a leader change) and a retried batch goes back
+ahead of younger ones: send order is kept even across retries. There is no
+idempotence yet either way: a retry after a failure whose append did happen (an
+answer lost with a killed process, a timeout) writes the batch twice (at least once
+delivery).
 
 The loop sleeps on an ``asyncio.Event`` until the next deadline the accumulator and
 the metadata give; ``wakeup()`` (thread-safe) sets it when a batch fills or is
@@ -114,6 +118,7 @@ class SenderConfig:
     request_timeout_ms: float = 30_000
     max_request_size: int = 1_048_576
     max_in_flight_requests: int = 5
+    metadata_wait_ms: float = 60_000
     client_id: str = ""
 
 
@@ -142,6 +147,7 @@ class Sender:
         self._partitions: set[TopicPartition] = set()  # every partition a batch was made for
         self._solo: set[TopicPartition] = set()  # send one batch per request (MESSAGE_TOO_LARGE)
         self._next_expiry_check = 0.0
+        self._strict_order = config.max_in_flight_requests == 1  # mute partitions in flight
         self._stub: gateway_pb2_grpc.GatewayStub | None = None
         self._produce_rpc: Any = None  # Produce with pre-encoded requests
         self.fatal_error: BaseException | None = None
@@ -246,11 +252,12 @@ class Sender:
 
     async def _shutdown(self, channel: grpc.aio.Channel) -> None:
         tasks = list(self._tasks)
-        if self._metadata_task is not None:
-            tasks.append(self._metadata_task)
         if self._forced:
             for task in tasks:
                 task.cancel()
+        if self._metadata_task is not None:  # no longer needed either way
+            self._metadata_task.cancel()
+            tasks.append(self._metadata_task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.accumulator.close()
@@ -266,7 +273,7 @@ class Sender:
         leader_of = metadata.leader_of
         result = acc.ready(now, leader_of)
         if result.unknown_leader_partitions:
-            self._fail_missing_partitions(result.unknown_leader_partitions)
+            self._fail_missing_partitions(result.unknown_leader_partitions, now)
             metadata.request_update()
         delay = result.next_ready_check_delay_ms
         if self._metadata_task is None and metadata.wanted_topics():
@@ -297,27 +304,34 @@ class Sender:
     def _top_up(self, node: int, batches: list[ProducerBatch], now: float) -> None:
         """Add the following full batches of the drained partitions, up to max_request_size."""
         acc = self.accumulator
-        limit = self.config.max_request_size
-        size = sum(b.estimated_size for b in batches)
+        budget = self.config.max_request_size - sum(b.estimated_size for b in batches)
         forced = acc.closed or acc.flush_in_progress or acc.waiting_for_memory > 0
-        candidates = [b.topic_partition for b in batches if b.topic_partition not in self._solo]
-        while candidates and size < limit:
-            eligible: set[TopicPartition] = set()
-            for tp in candidates:
-                queued = acc.queued_batches(tp)
-                if queued:
-                    head = queued[0]
-                    if (head.is_full or forced) and size + head.estimated_size <= limit:
-                        eligible.add(tp)
-            if not eligible:
-                return
-            more = acc.drain([node], limit - size, leader_of=_only(eligible, node),
+        wanted: dict[TopicPartition, int] = {}  # partition -> batches to add
+        for batch in batches:
+            tp = batch.topic_partition
+            if tp in self._solo:
+                continue
+            count = 0
+            for queued in acc.queued_batches(tp):
+                if not (queued.is_full or forced) or queued.estimated_size > budget:
+                    break
+                budget -= queued.estimated_size
+                count += 1
+            if count:
+                wanted[tp] = count
+        # drain() takes one batch per partition per call, the heads planned above.
+        while wanted:
+            more = acc.drain([node], 1 << 62, leader_of=_only(set(wanted), node),
                              now=now)[node]
             if not more:
                 return
             batches.extend(more)
-            size += sum(b.estimated_size for b in more)
-            candidates = [b.topic_partition for b in more]
+            for batch in more:
+                tp = batch.topic_partition
+                if wanted[tp] <= 1:
+                    del wanted[tp]
+                else:
+                    wanted[tp] -= 1
 
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:
         groups: dict[TopicPartition, list[ProducerBatch]] = {}
@@ -326,7 +340,8 @@ class Sender:
             group = groups.get(tp)
             if group is None:
                 groups[tp] = [batch]
-                self.accumulator.mute(tp)
+                if self._strict_order:
+                    self.accumulator.mute(tp)
             else:
                 group.append(batch)
         self._inflight[node] = self._inflight.get(node, 0) + 1
@@ -370,8 +385,9 @@ class Sender:
                 for batch in group:
                     batch.fail(exc)
         finally:
-            for tp in groups:
-                self.accumulator.unmute(tp)
+            if self._strict_order:
+                for tp in groups:
+                    self.accumulator.unmute(tp)
             self._inflight[node] -= 1
             # Forgotten here, not in a done callback: the loop may run before that one
             # and must not see this call as still in flight.
@@ -399,7 +415,8 @@ class Sender:
                 if code == ErrorCode.NONE:
                     self._solo.discard(tp)
                     offset = part.base_offset
-                    append_time = part.log_append_time_ms
+                    # -1 (or unset) unless the topic stamps LogAppendTime.
+                    append_time = part.log_append_time_ms if part.log_append_time_ms > 0 else -1
                     for batch in group:
                         batch.complete(offset, append_time)
                         offset += batch.record_count
@@ -458,18 +475,36 @@ class Sender:
 
     # ------------------------------------------------------------------ expiry
 
-    def _fail_missing_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        """Batches for partitions the topic does not have (an explicit partition sent
-        before the metadata was known) fail at once instead of expiring."""
-        missing = set()
+    def _fail_missing_partitions(self, tps: Iterable[TopicPartition], now: float) -> None:
+        """Batches for partitions that do not exist (an explicit partition sent before
+        the metadata was known) fail with UnknownTopicOrPartitionError instead of
+        expiring: at once for a partition beyond the topic's count, and after
+        ``metadata_wait_ms`` (the producer's max_block_ms, what a keyed send would have
+        waited) for a topic the cluster does not know."""
+        metadata = self.metadata
+        missing: set[TopicPartition] = set()
+        unknown: set[TopicPartition] = set()
         for tp in tps:
-            count = self.metadata.partition_count(tp[0])
-            if count is not None and not 0 <= tp[1] < count:
-                missing.add(tp)
+            info = metadata.topic(tp[0])
+            if info is None:
+                continue
+            if info.error == ErrorCode.NONE:
+                if info.partitions and not 0 <= tp[1] < len(info.partitions):
+                    missing.add(tp)
+            elif info.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                queued = self.accumulator.queued_batches(tp)
+                if queued and now - queued[0].created_ms >= self.config.metadata_wait_ms:
+                    unknown.add(tp)
         if missing:
             self._drain_and_fail(missing, lambda tp, n: UnknownTopicOrPartitionError(
                 f"{n} record(s) for {tp[0]}-{tp[1]}: topic {tp[0]!r} has "
-                f"{self.metadata.partition_count(tp[0])} partitions"))
+                f"{metadata.partition_count(tp[0])} partitions"))
+        if unknown:
+            wait = self.config.metadata_wait_ms
+            self._drain_and_fail(unknown, lambda tp, n: UnknownTopicOrPartitionError(
+                f"{n} record(s) for {tp[0]}-{tp[1]}: topic {tp[0]!r} does not exist "
+                f"(waited max_block_ms={wait:g})"),
+                lambda batch: now - batch.created_ms >= wait)
 
     def _expire(self, now: float) -> None:
         timeout = self.config.delivery_timeout_ms

@@ -55,7 +55,8 @@ def cluster(etcd: EtcdServer, tmp_path: Path) -> Iterator[Cluster]:
     wait_until(lambda: len(stub.Metadata(pb.MetadataRequest(), timeout=5).brokers) == 2, 20,
                "both storage nodes to register")
     yield result
-    for proc in (gateway, *storage, controller):
+    # result.gateway may be a replacement started by the test: stop it too
+    for proc in (result.gateway, gateway, *storage, controller):
         proc.stop()
 
 

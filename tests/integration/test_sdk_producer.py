@@ -211,6 +211,9 @@ def test_unknown_topic_times_out_within_max_block_ms(sdk_cluster: SdkCluster) ->
         with pytest.raises(UnknownTopicOrPartitionError):
             producer.send("no-such-topic", b"v", key=b"k")
         assert 0.4 < time.monotonic() - started < 3
+        # An explicit partition does not block send(); its record fails the same way.
+        future = producer.send("no-such-topic-either", b"v", partition=0)
+        assert isinstance(future.exception(timeout=5), UnknownTopicOrPartitionError)
 
 
 def test_unreachable_cluster_blocks_then_raises() -> None:
@@ -242,3 +245,27 @@ def test_close_with_timeout_fails_what_cannot_be_delivered() -> None:
     producer.close(timeout=0.5)
     assert time.monotonic() - started < 3
     assert isinstance(future.exception(timeout=1), ProducerClosedError)
+
+
+def test_log_append_time_topics(sdk_cluster: SdkCluster) -> None:
+    create(sdk_cluster, "appendtime", 1, **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    with Producer(sdk_cluster.bootstrap) as producer:
+        md = producer.send("appendtime", b"v", timestamp_ms=5).result(10)
+    assert md.timestamp >= before  # the broker's clock, not the record's 5
+    [record] = consume_all(sdk_cluster, "appendtime", 1, 1)
+    assert record.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert record.timestamp == md.timestamp
+
+
+def test_pipelined_requests_keep_send_order(sdk_cluster: SdkCluster) -> None:
+    """Several calls in flight for the same partitions (max_in_flight_requests=5): with
+    no failure, every partition is still appended in send order."""
+    create(sdk_cluster, "ordered", 2)
+    with Producer(sdk_cluster.bootstrap, batch_size=1024, linger_ms=0,
+                  max_request_size=8192) as producer:
+        futures = [producer.send("ordered", i.to_bytes(4, "big") * 64, partition=i % 2)
+                   for i in range(8000)]
+    for p in (0, 1):
+        offsets = [f.result().offset for f in futures[p::2]]
+        assert offsets == list(range(4000))
