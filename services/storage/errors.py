@@ -1,37 +1,26 @@
-"""Errors of the storage service, and the wire code that answers any exception."""
+"""The storage service's errors (all defined in :mod:`strand.errors`) and the wire
+code that answers any exception."""
 
 from __future__ import annotations
 
-from strand.errors import ErrorCode, StrandError
+from strand.errors import (
+    ErrorCode,
+    FencedLeaderEpochError,
+    InvalidFetchSizeError,
+    InvalidRequiredAcksError,
+    NotLeaderOrFollowerError,
+    StrandError,
+    UnknownLeaderEpochError,
+)
 
-
-class NotLeaderOrFollowerError(StrandError):
-    """The partition exists but this node does not lead it (or not yet, or no more)."""
-
-    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    retriable = True
-
-
-class InvalidFetchSizeError(StrandError):
-    code = ErrorCode.INVALID_FETCH_SIZE
-
-
-class FencedLeaderEpochError(StrandError):
-    """The client's leader epoch is older than the partition's: its metadata is stale."""
-
-    code = ErrorCode.FENCED_LEADER_EPOCH
-    retriable = True
-
-
-class UnknownLeaderEpochError(StrandError):
-    """The client's leader epoch is newer than this node knows: this node lags behind."""
-
-    code = ErrorCode.UNKNOWN_LEADER_EPOCH
-    retriable = True
-
-
-class InvalidRequiredAcksError(StrandError):
-    code = ErrorCode.INVALID_REQUIRED_ACKS
+__all__ = [
+    "FencedLeaderEpochError",
+    "InvalidFetchSizeError",
+    "InvalidRequiredAcksError",
+    "NotLeaderOrFollowerError",
+    "UnknownLeaderEpochError",
+    "wire_code",
+]
 
 
 def wire_code(exc: BaseException) -> int:
