@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from strand.records.varint import encode_unsigned
+
 __all__ = ["encode_produce_request"]
 
 _UINT64 = (1 << 64) - 1
@@ -29,15 +31,7 @@ _RECORDS = b"\x12"  # PartitionProduceData.records = 2
 
 def _varint(value: int) -> bytes:
     """Protobuf base-128 varint; negative int32/int64 as their 64-bit two's complement."""
-    value &= _UINT64
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return encode_unsigned(value & _UINT64)
 
 
 def encode_produce_request(

@@ -22,6 +22,13 @@ def _encode_unsigned_slow(value: int) -> bytes:
 _UNSIGNED_TABLE: tuple[bytes, ...] = tuple(_encode_unsigned_slow(v) for v in range(_TABLE_LIMIT))
 
 
+def encode_unsigned(value: int) -> bytes:
+    """Base-128 varint of a non-negative integer (protobuf's uint64 encoding)."""
+    if value < _TABLE_LIMIT:
+        return _UNSIGNED_TABLE[value]
+    return _encode_unsigned_slow(value)
+
+
 def zigzag(value: int) -> int:
     return (value << 1) if value >= 0 else ((-value) << 1) - 1
 
