@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from services.gateway.routing import route
+from services.gateway.routing import Routes, route
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -79,6 +79,50 @@ def _transport_code(exc: grpc.aio.AioRpcError) -> ErrorCode:
     return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+# Per RPC, the partition reply that carries an error (with its "unknown" fields).
+ErrorReply = Callable[[int, ErrorCode, str], Any]
+
+
+def _produce_error(partition: int, code: ErrorCode, message: str) -> Any:
+    return pb.PartitionProduceResponse(partition=partition, error_code=_code(code),
+                                       error_message=message)
+
+
+def _fetch_error(partition: int, code: ErrorCode, message: str) -> Any:
+    return pb.PartitionFetchResponse(partition=partition, error_code=_code(code),
+                                     error_message=message, high_watermark=-1,
+                                     last_stable_offset=-1, log_start_offset=-1)
+
+
+def _offsets_error(partition: int, code: ErrorCode, message: str) -> Any:
+    return pb.PartitionListOffsetsResponse(partition=partition, error_code=_code(code),
+                                           error_message=message, offset=-1, timestamp=-1,
+                                           leader_epoch=-1)
+
+
+def _fail_unroutable(results: dict[tuple[str, int], Any], routes: Routes[Any],
+                     reply: ErrorReply) -> None:
+    for u in routes.unroutable:
+        results[(u.topic, u.partition)] = reply(u.partition, u.code, u.message)
+
+
+def _fail_transport(results: dict[tuple[str, int], Any], entries: list[tuple[str, int, Any]],
+                    reply: ErrorReply, address: str, exc: grpc.aio.AioRpcError) -> None:
+    message = f"leader {address}: {exc.code().name} {exc.details()}"
+    for topic, partition, _ in entries:
+        results[(topic, partition)] = reply(partition, _transport_code(exc), message)
+
+
+def _merge(results: dict[tuple[str, int], Any], topics: Iterable[Any]) -> list[Any]:
+    """Record a node's per-partition answers; returns them."""
+    merged = []
+    for topic_response in topics:
+        for part in topic_response.partitions:
+            results[(topic_response.topic, part.partition)] = part
+            merged.append(part)
+    return merged
+
+
 def _grouped(entries: Iterable[tuple[str, int, Any]]) -> dict[str, list[Any]]:
     topics: dict[str, list[Any]] = {}
     for topic, _partition, item in entries:
@@ -101,15 +145,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         results: dict[tuple[str, int], pb.PartitionProduceResponse] = {}
         items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
         if request.acks not in VALID_ACKS:
+            message = f"acks must be 0, 1 or -1 (all), not {request.acks}"
             for topic, partition, _ in items:
-                results[(topic, partition)] = pb.PartitionProduceResponse(
-                    partition=partition, error_code=_code(ErrorCode.INVALID_REQUIRED_ACKS),
-                    error_message=f"acks must be 0, 1 or -1 (all), not {request.acks}")
+                results[(topic, partition)] = _produce_error(
+                    partition, ErrorCode.INVALID_REQUIRED_ACKS, message)
             return self._produce_response(request, results)
         routes = route(self.cache, items)
-        for u in routes.unroutable:
-            results[(u.topic, u.partition)] = pb.PartitionProduceResponse(
-                partition=u.partition, error_code=_code(u.code), error_message=u.message)
+        _fail_unroutable(results, routes, _produce_error)
         timeout = max(request.timeout_ms, 1000) / 1000 + 5
 
         async def forward(address: str, entries: list[tuple[str, int, Any]]) -> None:
@@ -120,14 +162,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             try:
                 response = await self._storage(address).Produce(sub, timeout=timeout)
             except grpc.aio.AioRpcError as exc:
-                for topic, partition, _ in entries:
-                    results[(topic, partition)] = pb.PartitionProduceResponse(
-                        partition=partition, error_code=_code(_transport_code(exc)),
-                        error_message=f"leader {address}: {exc.code().name} {exc.details()}")
+                _fail_transport(results, entries, _produce_error, address, exc)
                 return
-            for topic_response in response.topics:
-                for part in topic_response.partitions:
-                    results[(topic_response.topic, part.partition)] = part
+            _merge(results, response.topics)
 
         await asyncio.gather(*(forward(address, entries)
                                for (_, address), entries in routes.by_node.items()))
@@ -139,9 +176,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                           ) -> pb.ProduceResponse:
         return pb.ProduceResponse(topics=[
             pb.TopicProduceResponse(topic=t.topic, partitions=[
-                results.get((t.topic, p.partition)) or pb.PartitionProduceResponse(
-                    partition=p.partition, error_code=_code(ErrorCode.UNKNOWN_SERVER_ERROR),
-                    error_message="no answer from the leader")
+                results.get((t.topic, p.partition)) or _produce_error(
+                    p.partition, ErrorCode.UNKNOWN_SERVER_ERROR, "no answer from the leader")
                 for p in t.partitions])
             for t in request.topics])
 
@@ -152,10 +188,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         results: dict[tuple[str, int], pb.PartitionFetchResponse] = {}
         items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
         routes = route(self.cache, items)
-        for u in routes.unroutable:
-            results[(u.topic, u.partition)] = pb.PartitionFetchResponse(
-                partition=u.partition, error_code=_code(u.code), error_message=u.message,
-                high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
+        _fail_unroutable(results, routes, _fetch_error)
         timeout = request.max_wait_ms / 1000 + 10
 
         async def forward(address: str, entries: list[tuple[str, int, Any]]) -> bool:
@@ -167,18 +200,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             try:
                 response = await self._storage(address).Fetch(sub, timeout=timeout)
             except grpc.aio.AioRpcError as exc:
-                for topic, partition, _ in entries:
-                    results[(topic, partition)] = pb.PartitionFetchResponse(
-                        partition=partition, error_code=_code(_transport_code(exc)),
-                        error_message=f"leader {address}: {exc.code().name} {exc.details()}",
-                        high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
+                _fail_transport(results, entries, _fetch_error, address, exc)
                 return True
-            found = False
-            for topic_response in response.topics:
-                for part in topic_response.partitions:
-                    results[(topic_response.topic, part.partition)] = part
-                    found = found or bool(part.records) or part.error_code != 0
-            return found
+            return any(part.records or part.error_code != 0
+                       for part in _merge(results, response.topics))
 
         # Every node long-polls on its own; the first one with data (or an error)
         # answers the client, and the others' polls are cancelled rather than awaited:
@@ -209,10 +234,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         results: dict[tuple[str, int], pb.PartitionListOffsetsResponse] = {}
         items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
         routes = route(self.cache, items)
-        for u in routes.unroutable:
-            results[(u.topic, u.partition)] = pb.PartitionListOffsetsResponse(
-                partition=u.partition, error_code=_code(u.code), error_message=u.message,
-                offset=-1, timestamp=-1, leader_epoch=-1)
+        _fail_unroutable(results, routes, _offsets_error)
 
         async def forward(address: str, entries: list[tuple[str, int, Any]]) -> None:
             sub = pb.ListOffsetsRequest(isolation_level=request.isolation_level, topics=[
@@ -221,15 +243,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             try:
                 response = await self._storage(address).ListOffsets(sub, timeout=30)
             except grpc.aio.AioRpcError as exc:
-                for topic, partition, _ in entries:
-                    results[(topic, partition)] = pb.PartitionListOffsetsResponse(
-                        partition=partition, error_code=_code(_transport_code(exc)),
-                        error_message=f"leader {address}: {exc.code().name}",
-                        offset=-1, timestamp=-1, leader_epoch=-1)
+                _fail_transport(results, entries, _offsets_error, address, exc)
                 return
-            for topic_response in response.topics:
-                for part in topic_response.partitions:
-                    results[(topic_response.topic, part.partition)] = part
+            _merge(results, response.topics)
 
         await asyncio.gather(*(forward(address, entries)
                                for (_, address), entries in routes.by_node.items()))
