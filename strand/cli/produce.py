@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
-from concurrent.futures import Future
 
 import click
 
 from strand.cli.common import bootstrap, err, friendly_errors
 from strand.client.structs import TopicPartition
 from strand.consumer import Consumer
-from strand.producer import Producer, RecordMetadata
+from strand.producer import Producer, RecordFuture
 
 ACKS = click.Choice(["0", "1", "all", "-1"])
 
@@ -33,7 +32,7 @@ def _acks(value: str) -> int | str:
 def produce(ctx: click.Context, topic: str, key_separator: str | None, acks: str,
             compression: str, partition: int | None) -> None:
     """Send each line of standard input as a record of TOPIC."""
-    futures: list[Future[RecordMetadata]] = []
+    futures: list[RecordFuture] = []
     with Producer(bootstrap(ctx), acks=_acks(acks),
                   compression_type=None if compression == "none" else compression) as producer:
         for line in sys.stdin.buffer:

@@ -40,12 +40,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from strand.errors import InvalidTimestampError, RecordTooLargeError
 from strand.producer.errors import BufferExhaustedError, ProducerClosedError
+from strand.producer.future import BatchResult, RecordFuture, RecordMetadata
 from strand.records import HEADER_SIZE, BatchBuilder, Compression, Header
 from strand.records.builder import now_ms
 
@@ -69,22 +68,6 @@ LeaderOf = Callable[[TopicPartition], int | None]
 
 _INT64_MAX = (1 << 63) - 1
 NO_TIMESTAMP = -1
-
-
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where a record landed (Kafka's RecordMetadata).
-
-    ``timestamp`` is the record's create time, or the broker's append time when the
-    topic uses LogAppendTime. The sizes are -1 for a null key or value.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    serialized_key_size: int
-    serialized_value_size: int
 
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], None]
@@ -142,22 +125,6 @@ def _framed_size(fields_size: int, offset_delta: int, timestamp_delta: int) -> i
     return _varint_size(body) + body
 
 
-class RecordFuture(Future[RecordMetadata]):
-    """The future of one record's delivery. It cannot be cancelled: once appended, the
-    record is on its way (``cancel()`` returns False, as for a running future)."""
-
-    def cancel(self) -> bool:
-        return False
-
-
-class _Thunk(NamedTuple):
-    future: RecordFuture
-    timestamp: int
-    key_size: int
-    value_size: int
-    callback: Callback | None
-
-
 class ProducerBatch:
     """Records for one partition, sent (and retried) together as one RecordBatch v2.
 
@@ -172,11 +139,12 @@ class ProducerBatch:
         "_batch_size",
         "_builder",
         "_built",
+        "_callbacks",
         "_closed",
         "_done_lock",
         "_on_done",
         "_outcome",
-        "_thunks",
+        "_result",
         "attempts",
         "created_ms",
         "drained_ms",
@@ -210,7 +178,8 @@ class ProducerBatch:
         self.sequence = sequence  # creation order: retries go back in this order
         self.memory = 0  # bytes counted against buffer_memory, returned on completion
         self.queued = False  # in its partition's deque (maintained by the accumulator)
-        self._thunks: list[_Thunk] = []
+        self._result = BatchResult(topic, partition)
+        self._callbacks: list[tuple[RecordFuture, Callback]] = []  # in record order
         self._base_timestamp: int | None = None
         self._closed = False
         self._built: bytes | None = None
@@ -288,19 +257,18 @@ class ProducerBatch:
         """Add a record (no room check: see ``has_room_for``); returns its future."""
         if self._closed:
             raise RuntimeError(f"{self!r} is closed for appends")
-        self._builder.append(value, key, headers, timestamp)
+        relative_offset = self._builder.append(value, key, headers, timestamp)
         if self._base_timestamp is None:
             self._base_timestamp = timestamp
-        future = RecordFuture()
-        self._thunks.append(
-            _Thunk(
-                future,
-                timestamp,
-                -1 if key is None else len(key),
-                -1 if value is None else len(value),
-                callback,
-            )
+        future = RecordFuture(
+            self._result,
+            relative_offset,
+            timestamp,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
         )
+        if callback is not None:
+            self._callbacks.append((future, callback))
         return future
 
     def close_for_appends(self) -> None:
@@ -332,37 +300,20 @@ class ProducerBatch:
                 return False
             self._outcome = "completed" if exc is None else "failed"
             self._closed = True
-        thunks = self._thunks
-        topic, partition = self.topic, self.partition
-        results: list[RecordMetadata | None]
-        if exc is None:
-            results = [
-                RecordMetadata(
-                    topic,
-                    partition,
-                    base_offset + i,
-                    t.timestamp if log_append_time == NO_TIMESTAMP else log_append_time,
-                    t.key_size,
-                    t.value_size,
-                )
-                for i, t in enumerate(thunks)
-            ]
-        else:
-            results = [None] * len(thunks)
-        # As in Kafka: callbacks first, in record order, then the futures, so that a
-        # caller woken by future.result() sees every callback of the batch already run.
-        for thunk, metadata in zip(thunks, results, strict=True):
-            if thunk.callback is not None:
-                try:
-                    thunk.callback(metadata, exc)
-                except Exception:
-                    log.exception("producer callback for %s-%d raised", topic, partition)
-        for thunk, metadata in zip(thunks, results, strict=True):
-            if metadata is not None:
-                thunk.future.set_result(metadata)
-            else:
-                assert exc is not None
-                thunk.future.set_exception(exc)
+        result = self._result
+        # As in Kafka: the outcome is recorded first, then the callbacks run in record
+        # order, then the futures' waiters wake up, so that a caller woken by
+        # future.result() sees every callback of the batch already run.
+        result.base_offset = base_offset
+        result.log_append_time = log_append_time
+        result.error = exc
+        for future, callback in self._callbacks:
+            try:
+                callback(future.metadata() if exc is None else None, exc)
+            except Exception:
+                log.exception("producer callback for %s-%d raised", self.topic, self.partition)
+        self._callbacks = []
+        result.set(base_offset, log_append_time, exc)
         if self._on_done is not None:
             self._on_done(self)
         return True
@@ -371,7 +322,7 @@ class ProducerBatch:
 class RecordAppendResult(NamedTuple):
     """What ``append()`` did. ``future`` is None only when ``abort_for_new_batch``."""
 
-    future: Future[RecordMetadata] | None
+    future: RecordFuture | None
     batch_is_full: bool  # a batch of the partition is ready to go: wake the sender
     new_batch_created: bool
     abort_for_new_batch: bool = False  # sticky partitioning: choose again, then append

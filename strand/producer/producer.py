@@ -45,7 +45,6 @@ request is sent, with offset -1.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import threading
@@ -63,7 +62,6 @@ from strand.producer.accumulator import (
     RecordAccumulator,
     RecordAppendResult,
     RecordFuture,
-    RecordMetadata,
     record_size,
 )
 from strand.producer.errors import ProducerClosedError
@@ -230,8 +228,6 @@ class Producer:
                 raise ValueError(f"timestamp_ms must be >= 0, not {timestamp_ms}")
         self._check_size(key_bytes, value_bytes, record_headers)
         callback = on_delivery
-        if self._acks == 0 and callback is not None:
-            callback = _unacknowledged_callback(callback)
         start = time.monotonic()
         block_ms: float | None = None
         acc = self._accumulator
@@ -275,9 +271,7 @@ class Producer:
             self._sender.wakeup()
         elif result.batch_is_full:
             self._sender.wakeup()
-        if self._acks == 0:
-            return _unacknowledged_future(future)
-        return future  # type: ignore[return-value]  # the accumulator makes RecordFutures
+        return future
 
     def _check_size(self, key: bytes | None, value: bytes | None, headers: list[Header]) -> None:
         rough = (len(key) if key else 0) + (len(value) if value else 0)
@@ -385,31 +379,3 @@ class Producer:
     def __repr__(self) -> str:
         return (f"Producer(client_id={self.client_id!r}, bootstrap={self.bootstrap!r}, "
                 f"acks={self._acks}, closed={self._closed})")
-
-
-def _unacknowledged(metadata: RecordMetadata) -> RecordMetadata:
-    return dataclasses.replace(metadata, offset=-1)
-
-
-def _unacknowledged_callback(callback: Callback) -> Callback:
-    """acks=0: the offset is unknown (-1) for every record."""
-
-    def wrapped(metadata: RecordMetadata | None, error: BaseException | None) -> None:
-        callback(None if metadata is None else _unacknowledged(metadata), error)
-
-    return wrapped
-
-
-def _unacknowledged_future(inner: object) -> RecordFuture:
-    assert isinstance(inner, RecordFuture)
-    outer = RecordFuture()
-
-    def done(future: RecordFuture) -> None:
-        error = future.exception()
-        if error is not None:
-            outer.set_exception(error)
-        else:
-            outer.set_result(_unacknowledged(future.result()))
-
-    inner.add_done_callback(done)  # type: ignore[arg-type]
-    return outer

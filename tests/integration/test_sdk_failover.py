@@ -15,13 +15,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import pytest
 from cluster_helpers import ServiceProcess
 
-from strand import Admin, Consumer, NewTopic, Producer, RecordMetadata, TopicPartition
+from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strand.producer import RecordFuture
 
 if TYPE_CHECKING:
     from conftest import SdkCluster
@@ -42,7 +42,7 @@ def test_produce_survives_storage_node_kill_and_restart(
         leaders = {p.partition: p.leader for p in admin.describe_topics([TOPIC])[0].partitions}
     assert set(leaders.values()) == {1, 2}
     victim = cluster.storage[0]
-    futures: list[Future[RecordMetadata]] = []
+    futures: list[RecordFuture] = []
     halfway = threading.Event()
     done_at: dict[int, float] = {}  # record -> when its delivery completed
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import pytest
@@ -25,7 +24,7 @@ from strand import (
     TopicPartition,
 )
 from strand.errors import RecordTooLargeError, RequestTimedOutError, UnknownTopicOrPartitionError
-from strand.producer import default_partition
+from strand.producer import RecordFuture, default_partition
 from strand.records import TimestampType
 
 if TYPE_CHECKING:
@@ -226,7 +225,7 @@ def test_unreachable_cluster_blocks_then_raises() -> None:
             producer.send("t", b"v", key=b"k")
         assert 0.25 < time.monotonic() - started < 3
         # Explicit partition: buffered without metadata until buffer_memory is full.
-        futures: list[Future[RecordMetadata]] = []
+        futures: list[RecordFuture] = []
         with pytest.raises(BufferExhaustedError):
             for _ in range(1000):
                 futures.append(producer.send("t", b"x" * 1000, partition=0))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from concurrent.futures import Future
 
 import pytest
 from producer_helpers import FakeClock, leaders
@@ -15,6 +14,7 @@ from strand.producer import (
     ProducerBatch,
     ProducerClosedError,
     RecordAccumulator,
+    RecordFuture,
     RecordMetadata,
     record_size,
 )
@@ -35,7 +35,7 @@ def make(clock: FakeClock, **kwargs: object) -> RecordAccumulator:
     return RecordAccumulator(clock=clock, **options)  # type: ignore[arg-type]
 
 
-def fill(acc: RecordAccumulator, tp: tuple[str, int], count: int) -> list[Future[RecordMetadata]]:
+def fill(acc: RecordAccumulator, tp: tuple[str, int], count: int) -> list[RecordFuture]:
     futures = []
     for _ in range(count):
         result = acc.append(tp[0], tp[1], None, VALUE, timestamp=5)
@@ -391,7 +391,7 @@ def test_a_failure_reaches_every_future_and_callback(clock: FakeClock) -> None:
 def test_callbacks_run_in_order_before_futures_resolve(clock: FakeClock) -> None:
     acc = make(clock)
     calls: list[tuple[int, bool]] = []
-    futures: list[Future[RecordMetadata]] = []
+    futures: list[RecordFuture] = []
 
     def callback(i: int) -> object:
         def run(metadata: RecordMetadata | None, exc: BaseException | None) -> None:
@@ -443,7 +443,7 @@ def test_futures_work_with_asyncio(clock: FakeClock) -> None:
         assert result.future is not None
         loop = asyncio.get_running_loop()
         loop.call_later(0.01, acc.queued_batches(TP0)[0].complete, 41)
-        metadata = await asyncio.wrap_future(result.future)
+        metadata = await loop.run_in_executor(None, result.future.result)
         return metadata.offset
 
     assert asyncio.run(main()) == 41
@@ -549,7 +549,7 @@ def test_concurrent_appends_drains_and_completions() -> None:
     partitions = [("t", p) for p in range(3)]
     leader_of = leaders({tp: p % 2 for p, tp in enumerate(partitions)})
     next_offset = dict.fromkeys(partitions, 0)
-    futures: list[Future[RecordMetadata]] = []
+    futures: list[RecordFuture] = []
     futures_lock = threading.Lock()
     stop = threading.Event()
 
