@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help
+.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -17,7 +17,9 @@ help:
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make lint   - ruff and mypy"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
+	@echo "make bench-peers - Strand vs NATS JetStream produce benchmark, JSON on stdout (RECORDS=, RECORD_SIZE=)"
 	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
+	@echo "make chaos  - fault injection against a real cluster, DURATION=600 s of rotating faults"
 
 $(STAMP): pyproject.toml
 	@echo ">>> creating the Python virtual environment in $(VENV) and installing Strand with its dev tools"
@@ -75,8 +77,25 @@ proto: setup
 	@echo ">>> regenerating strand/v1 from proto/strand/v1/*.proto (grpcio-tools pinned in pyproject.toml)"
 	@$(PY) -m grpc_tools.protoc -I proto --python_out=. --pyi_out=. --grpc_python_out=. proto/strand/v1/*.proto
 
+# Long fault-injection run (tests/chaos): kills, pauses, etcd restarts and network
+# cuts in a rotating mix, then the lost/divergence/order/phantom/replica checks.
+DURATION ?= 600
+chaos: setup system-deps
+	@$(PY) -m tests.chaos --duration $(DURATION) --faults mix
+
 bench: setup
 	@$(PY) bench/log_bench.py --json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Strand vs NATS JetStream (bench/peers/): the same acks=all, 3-replica produce run on
+# both, one after the other; needs Debian's nats-server (and etcd, for Strand).
+bench-peers: setup system-deps
+	@if ! command -v nats-server >/dev/null 2>&1 && ! test -x /usr/sbin/nats-server; then \
+		echo ">>> installing Debian package: nats-server (apt-get; needs root or sudo)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nats-server; \
+	fi
+	@$(PY) bench/peers/jetstream_vs_strand.py --json \
+		$(if $(RECORDS),--records $(RECORDS)) $(if $(RECORD_SIZE),--record-size $(RECORD_SIZE))

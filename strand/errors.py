@@ -38,6 +38,8 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUIRED_ACKS = 21
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    INVALID_UPDATE_VERSION = 95
+    INELIGIBLE_REPLICA = 107
 
 
 class StrandError(Exception):
@@ -196,6 +198,18 @@ class UnknownLeaderEpochError(StrandError):
     retriable = True
 
 
+class InvalidUpdateVersionError(StrandError):
+    """A partition change based on an outdated partition epoch: re-read and retry."""
+
+    code = ErrorCode.INVALID_UPDATE_VERSION
+
+
+class IneligibleReplicaError(StrandError):
+    """An ISR change that adds a replica which is not alive or is shutting down."""
+
+    code = ErrorCode.INELIGIBLE_REPLICA
+
+
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: UnknownServerError,
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
@@ -224,6 +238,8 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
     ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
     ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
+    ErrorCode.INVALID_UPDATE_VERSION: InvalidUpdateVersionError,
+    ErrorCode.INELIGIBLE_REPLICA: IneligibleReplicaError,
 }
 
 

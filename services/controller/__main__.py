@@ -25,11 +25,17 @@ def parse_args(argv: list[str] | None = None) -> ControllerSettings:
     parser.add_argument("--id", default=env("STRAND_CONTROLLER_ID") or new_controller_id())
     parser.add_argument("--lease-ttl", type=int, default=int(env("STRAND_LEASE_TTL", "5")),
                         help="seconds without a keepalive before a standby takes over")
+    parser.add_argument("--preferred-leader-interval", type=float,
+                        default=float(env("STRAND_PREFERRED_LEADER_INTERVAL", "30")),
+                        help="seconds between restorations of preferred leaders")
     args = parser.parse_args(argv)
+    if args.preferred_leader_interval <= 0:
+        parser.error("--preferred-leader-interval must be positive")
     return ControllerSettings(
         etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
         cluster=args.cluster, listen=args.listen, advertise=args.advertise or args.listen,
         controller_id=args.id, lease_ttl=args.lease_ttl, metrics_port=args.metrics_port,
+        preferred_leader_interval_s=args.preferred_leader_interval,
     )
 
 

@@ -26,6 +26,8 @@ from services.controller.admin import (
     plan_create_topic,
     plan_delete_topic,
 )
+from services.controller.failover import PartitionStateKeeper
+from services.controller.leadership import IsrChange
 from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import (
@@ -40,6 +42,7 @@ from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, NotControllerError, StrandError
 from strand.service import telemetry
 from strand.v1 import common_pb2 as pb
+from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -55,13 +58,16 @@ class ControllerSettings:
     controller_id: str
     lease_ttl: int = 5
     metrics_port: int = 0
+    preferred_leader_interval_s: float = 30.0
 
 
 class ControllerServicer(controller_pb2_grpc.ControllerServicer):
-    def __init__(self, cache: MetadataCache) -> None:
+    def __init__(self, cache: MetadataCache, preferred_leader_interval_s: float = 30.0) -> None:
         self.cache = cache
         self.writer: MetadataWriter | None = None  # set while this controller is active
         self._admin_lock = asyncio.Lock()
+        self.partitions = PartitionStateKeeper(cache, self._admin_lock,
+                                               preferred_leader_interval_s)
 
     async def _run(
         self, name: str, plan: Callable[[], Plan], validate_only: bool
@@ -126,12 +132,65 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         return pb.AlterConfigsResponse(topics=results)
 
 
+    async def AlterPartition(self, request: pb_ctl.AlterPartitionRequest,
+                             context: grpc.aio.ServicerContext) -> pb_ctl.AlterPartitionResponse:
+        response = pb_ctl.AlterPartitionResponse()
+        writer = self.writer
+        if writer is None:
+            response.error_code = pb.ErrorCode.Value(ErrorCode.NOT_CONTROLLER.name)
+            response.error_message = "not the active controller"
+            return response
+        response.controller_epoch = writer.election.epoch
+        for part in request.partitions:
+            out = response.partitions.add(topic=part.topic, partition=part.partition)
+            change = IsrChange(request.broker_id, part.leader_epoch, part.partition_epoch,
+                               tuple(part.new_isr))
+            try:
+                record = await self.partitions.alter_isr(writer, part.topic, part.partition,
+                                                         change)
+            except StrandError as exc:
+                out.error_code = pb.ErrorCode.Value(exc.code.name)
+                out.error_message = str(exc)
+                continue
+            except Exception as exc:
+                log.exception("AlterPartition failed", extra={"topic": part.topic,
+                                                              "partition": part.partition})
+                out.error_code = pb.ErrorCode.Value(ErrorCode.UNKNOWN_SERVER_ERROR.name)
+                out.error_message = f"{type(exc).__name__}: {exc}"
+                continue
+            out.leader = record.leader
+            out.leader_epoch = record.leader_epoch
+            out.partition_epoch = record.partition_epoch
+            out.isr.extend(record.isr)
+        return response
+
+    async def ControlledShutdown(
+        self, request: pb_ctl.ControlledShutdownRequest, context: grpc.aio.ServicerContext
+    ) -> pb_ctl.ControlledShutdownResponse:
+        response = pb_ctl.ControlledShutdownResponse()
+        writer = self.writer
+        if writer is None:
+            response.error_code = pb.ErrorCode.Value(ErrorCode.NOT_CONTROLLER.name)
+            response.error_message = "not the active controller"
+            return response
+        response.controller_epoch = writer.election.epoch
+        try:
+            response.remaining_leaderships = await self.partitions.controlled_shutdown(
+                writer, request.broker_id)
+        except StrandError as exc:
+            response.error_code = pb.ErrorCode.Value(exc.code.name)
+            response.error_message = str(exc)
+        log.info("controlled shutdown", extra={
+            "broker": request.broker_id, "remaining": response.remaining_leaderships})
+        return response
+
+
 class ControllerProcess:
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
         self.keys = KeySpace(settings.cluster)
         self.cache = MetadataCache(self.keys)
-        self.servicer = ControllerServicer(self.cache)
+        self.servicer = ControllerServicer(self.cache, settings.preferred_leader_interval_s)
         self._stopping = asyncio.Event()
 
     async def run(self, on_ready: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -172,10 +231,15 @@ class ControllerProcess:
             stop = asyncio.create_task(self._stopping.wait())
             await asyncio.wait({campaign, lost, stop}, return_when=asyncio.FIRST_COMPLETED)
             if campaign.done() and not campaign.cancelled() and campaign.exception() is None:
-                self.servicer.writer = MetadataWriter(etcd, self.keys, election)
+                writer = MetadataWriter(etcd, self.keys, election)
+                self.servicer.writer = writer
                 log.info("became the active controller", extra={"epoch": election.epoch})
+                keeper = asyncio.create_task(self.servicer.partitions.run(writer),
+                                             name="partition-state")
                 await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
                 self.servicer.writer = None
+                keeper.cancel()
+                await asyncio.gather(keeper, return_exceptions=True)
                 log.warning("stepped down", extra={"epoch": election.epoch})
             for task in (campaign, lost, stop):
                 task.cancel()

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from etcd3aio import prefix_range_end
+from etcd3aio._protobuf import Compare
 from etcd3aio.kv import KVService
 
 from services.controller.admin import Plan
 from strand.cluster.etcd import ControllerElection, EtcdServices
 from strand.cluster.keys import KeySpace
+from strand.cluster.model import PartitionRecord
 from strand.errors import NotControllerError, TopicAlreadyExistsError
 
 MAX_OPS_PER_TXN = 100
@@ -53,6 +55,23 @@ class MetadataWriter:
                                              plan.topic.to_json())])
         return revision
 
+    async def update_partition(self, record: PartitionRecord, expected_revision: int) -> int | None:
+        """Replace a partition record if it is still at ``expected_revision`` (its etcd mod
+        revision): the new revision, or None when someone changed it first."""
+        key = self.keys.partition(record.topic, record.partition)
+        fence = self.election.fence()
+        response = await self.etcd.kv.txn(
+            compare=[fence, _compare_mod_revision(key, expected_revision)],
+            success=[KVService.txn_op_put(key, record.to_json())],
+            failure=[KVService.txn_op_get(self.keys.controller)],
+        )
+        if response.succeeded:
+            return int(response.header.revision)
+        held = response.responses[0].response_range.kvs
+        if not held or held[0].create_revision != self.election.epoch:
+            raise NotControllerError("this controller lost its election; retry on the active one")
+        return None
+
     async def _txn(self, compares: Sequence[Any], ops: Sequence[Any]) -> int:
         fence = self.election.fence()
         response = await self.etcd.kv.txn(
@@ -65,3 +84,9 @@ class MetadataWriter:
         if not held or held[0].create_revision != self.election.epoch:
             raise NotControllerError("this controller lost its election; retry on the active one")
         raise TopicAlreadyExistsError("the topic was created concurrently")
+
+
+def _compare_mod_revision(key: str, revision: int) -> Compare:
+    """etcd3aio has helpers for value, version and create revision; this is the fourth."""
+    return Compare(result=Compare.EQUAL, target=Compare.MOD, key=key.encode(),
+                   mod_revision=revision)

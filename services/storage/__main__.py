@@ -39,6 +39,12 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
     parser.add_argument("--shutdown-grace", type=float,
                         default=float(env("STRAND_SHUTDOWN_GRACE", "5")),
                         help="seconds in-flight calls get to finish on SIGTERM")
+    parser.add_argument("--replica-lag-time-max-ms", type=float,
+                        default=float(env("STRAND_REPLICA_LAG_TIME_MAX_MS", "10000")),
+                        help="a follower not caught up for this long leaves the ISR")
+    parser.add_argument("--controlled-shutdown-timeout", type=float,
+                        default=float(env("STRAND_CONTROLLED_SHUTDOWN_TIMEOUT", "30")),
+                        help="seconds SIGTERM waits for leaderships to move away")
     args = parser.parse_args(argv)
     if args.node_id is None or int(args.node_id) < 0:
         parser.error("--node-id (or STRAND_NODE_ID) must be given and be >= 0")
@@ -57,7 +63,8 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         node_id=int(args.node_id), data_dir=Path(args.data_dir), rack=args.rack,
         lease_ttl=args.lease_ttl, maintenance_interval_s=args.maintenance_interval,
         io_threads=args.io_threads, shutdown_grace_s=args.shutdown_grace,
-        metrics_port=args.metrics_port,
+        metrics_port=args.metrics_port, replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        controlled_shutdown_timeout_s=args.controlled_shutdown_timeout,
     )
 
 

@@ -8,11 +8,14 @@ with a typed error and nothing of that partition's request is written; other
 partitions of the request are unaffected. Appends to one partition are serialized
 in arrival order; different partitions are appended in parallel.
 
-acks: 0, 1 and -1 (all) are accepted. The in-sync replica set is the leader alone
-until replication lands, so all three mean "appended by the leader" and every
-answer is sent after the append has completed (with acks=0 Kafka sends no answer at
-all; a gRPC call always has one, and it is simply not waited for by such clients).
-``timeout_ms`` (how long to wait for the ISR) has nothing to wait for yet.
+acks (DESIGN §5): with 0 and 1 the answer follows the leader's own append (with
+acks=0 Kafka sends no answer at all; a gRPC call always has one, and such clients
+simply do not wait for it). With -1 (all) the append is refused with
+NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``; otherwise
+it is parked until the high watermark covers it (every ISR member has it), then
+answered — with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the
+minimum meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT
+after ``timeout_ms``. Parked appends wait on a future, never in a polling loop.
 """
 
 from __future__ import annotations
@@ -28,14 +31,23 @@ from services.storage.errors import (
     NotLeaderOrFollowerError,
     wire_code,
 )
+from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
-from strand.errors import InvalidRecordError
+from strand.errors import (
+    InvalidRecordError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+)
 from strand.log.log import AppendInfo, PartitionLog
 from strand.records.batch import CONTROL_FLAG, HEADER_SIZE, read_header
 
 log = logging.getLogger(__name__)
 
 VALID_ACKS = frozenset((0, 1, -1))
+# An acks=all append is answered this long before the request's timeout, so that the
+# answer (REQUEST_TIMED_OUT) reaches the client before its own deadline fires.
+ANSWER_MARGIN_MS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +73,8 @@ class Appender:
         self.manager = manager
         self.disk = disk
 
-    async def append(self, acks: int, partitions: Sequence[PartitionAppend]) -> list[AppendResult]:
+    async def append(self, acks: int, partitions: Sequence[PartitionAppend],
+                     timeout_ms: int = 30_000) -> list[AppendResult]:
         """One result per entry of ``partitions``, in the same order."""
         if acks not in VALID_ACKS:
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {acks}")
@@ -69,13 +82,17 @@ class Appender:
                     for p in partitions]
         # Shielded: once started, an append completes (and wakes waiting fetches) even
         # if the client cancels the call.
+        wait_s = max(timeout_ms - ANSWER_MARGIN_MS, 0) / 1000
         return list(await asyncio.gather(*(
-            asyncio.shield(self._append_one(p)) for p in partitions)))
+            asyncio.shield(self._append_one(p, acks, wait_s)) for p in partitions)))
 
-    async def _append_one(self, request: PartitionAppend) -> AppendResult:
+    async def _append_one(self, request: PartitionAppend, acks: int,
+                          wait_s: float) -> AppendResult:
         result = AppendResult(request.topic, request.partition)
         try:
             replica = self.manager.leader_replica(request.topic, request.partition)
+            if acks == -1:
+                _check_enough_replicas(replica, NotEnoughReplicasError, "before the append")
             async with replica.append_lock:
                 # Leadership may have moved while this append queued behind others.
                 if self.manager.leader_replica(request.topic, request.partition) is not replica:
@@ -85,14 +102,39 @@ class Appender:
                 partition_log = replica.log
                 info, log_start = await self.disk.run(
                     lambda: _append_as_leader(partition_log, request.records, epoch), [replica])
+                replica.appended(info.last_offset + 1, info.size_bytes)
+                self.manager.maybe_advance_high_watermark(replica)
+            if acks == -1:
+                await _await_replication(replica, info.last_offset + 1, wait_s)
         except Exception as exc:
             _fail(result, exc)
             return result
-        replica.made_visible(info.size_bytes)
         result.base_offset = info.first_offset
         result.log_append_time_ms = info.log_append_time
         result.log_start_offset = log_start
         return result
+
+
+def _check_enough_replicas(replica: Replica, error: type[Exception], when: str) -> None:
+    state = replica.leader_state
+    needed = replica.log.config.min_insync_replicas
+    isr = len(state.isr) if state is not None else 0
+    if isr < needed:
+        raise error(f"{replica.topic}-{replica.partition} has {isr} in-sync replica(s) "
+                    f"{when}, fewer than min.insync.replicas={needed}")
+
+
+async def _await_replication(replica: Replica, required_offset: int, wait_s: float) -> None:
+    """Until every ISR member has the records before ``required_offset`` (acks=all)."""
+    if replica.log.high_watermark < required_offset:
+        waiter = replica.wait_for_high_watermark(required_offset)
+        try:
+            await asyncio.wait_for(waiter, wait_s)
+        except TimeoutError:
+            raise RequestTimedOutError(
+                f"{replica.topic}-{replica.partition}: the in-sync replicas did not all "
+                f"acknowledge offset {required_offset - 1} within the request timeout") from None
+    _check_enough_replicas(replica, NotEnoughReplicasAfterAppendError, "after the append")
 
 
 def _fail(result: AppendResult, exc: Exception) -> None:
@@ -107,8 +149,6 @@ def _append_as_leader(partition_log: PartitionLog, records: bytes,
                       leader_epoch: int) -> tuple[AppendInfo, int]:
     _refuse_control_batches(records)
     info = partition_log.append_as_leader(records, leader_epoch)
-    # The in-sync replica set is the leader alone: what it has is committed.
-    partition_log.update_high_watermark(info.last_offset + 1)
     return info, partition_log.log_start_offset
 
 

@@ -9,9 +9,12 @@ or deleted only once no thread uses it any more.
 from __future__ import annotations
 
 import asyncio
+import bisect
+from collections import deque
 
+from services.storage.leader_state import LeaderState
 from strand.cluster.model import PartitionRecord
-from strand.errors import StorageError
+from strand.errors import NotLeaderOrFollowerError, StorageError
 from strand.log.log import PartitionLog
 
 
@@ -23,9 +26,19 @@ class Replica:
         # Appends to one partition run one at a time and in arrival order.
         self.append_lock = asyncio.Lock()
         self.closing = False
-        # Bytes that became readable by consumers since the replica was opened: a cheap
-        # measure of new data for waiting fetches (no read needed to know there is some).
+        # Bytes that became readable by consumers (below the high watermark) and bytes
+        # appended, since the replica was opened: cheap measures of new data for
+        # waiting consumer and follower fetches (no read needed to know there is some).
         self.visible_bytes = 0
+        self.appended_bytes = 0
+        # (log end offset after an append, appended_bytes then), for appends not yet
+        # below the high watermark: how many bytes a high watermark move makes visible.
+        self._append_marks: deque[tuple[int, int]] = deque()
+        # While this node leads the partition: its followers' state (None otherwise).
+        self.leader_state: LeaderState | None = None
+        # acks=all appends waiting for the high watermark: (required offset, future).
+        self._hw_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._hw_waiter_seq = 0
         # Bumped when leadership or epoch change or the replica closes: a waiting
         # fetch answers at once then, with the error its partitions now deserve.
         self.state_version = 0
@@ -63,6 +76,9 @@ class Replica:
         if not self.closing:
             self.closing = True
             self.state_version += 1
+            self.leader_state = None
+            self.fail_high_watermark_waiters(NotLeaderOrFollowerError(
+                f"{self.topic}-{self.partition} is no longer hosted here"))
             self.wake()
 
     # -- waiting fetches ----------------------------------------------------------------------
@@ -79,10 +95,45 @@ class Replica:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def made_visible(self, size_bytes: int) -> None:
-        """New data below the high watermark: consumers may read it now."""
-        self.visible_bytes += size_bytes
+    def appended(self, log_end_offset: int, size_bytes: int) -> None:
+        """New data at the end of the log: followers may fetch it (not yet consumers)."""
+        self.appended_bytes += size_bytes
+        self._append_marks.append((log_end_offset, self.appended_bytes))
         self.wake()
+
+    def high_watermark_moved(self, high_watermark: int) -> None:
+        """Data below ``high_watermark`` is committed: consumers may read it, and acks=all
+        appends up to it complete."""
+        marks = self._append_marks
+        visible = self.visible_bytes
+        while marks and marks[0][0] <= high_watermark:
+            visible = marks.popleft()[1]
+        if visible != self.visible_bytes:
+            self.visible_bytes = visible
+            self.wake()
+        waiters = self._hw_waiters
+        done = 0
+        while done < len(waiters) and waiters[done][0] <= high_watermark:
+            future = waiters[done][2]
+            if not future.done():
+                future.set_result(None)
+            done += 1
+        if done:
+            del waiters[:done]
+
+    def wait_for_high_watermark(self, required_offset: int) -> asyncio.Future[None]:
+        """A future done once the high watermark reaches ``required_offset``."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._hw_waiter_seq += 1
+        bisect.insort(self._hw_waiters, (required_offset, self._hw_waiter_seq, future))
+        return future
+
+    def fail_high_watermark_waiters(self, exc: BaseException) -> None:
+        """Leadership moved (or the replica closes): parked acks=all appends fail."""
+        waiters, self._hw_waiters = self._hw_waiters, []
+        for _, _, future in waiters:
+            if not future.done():
+                future.set_exception(exc)
 
     # -- disk jobs ----------------------------------------------------------------------------
 

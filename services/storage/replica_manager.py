@@ -13,9 +13,12 @@ at start ("stray" partitions: the topic was deleted while the node was down, or 
 node was pointed at the wrong cluster) are left alone with a warning: deleting data
 on the word of metadata that may be the wrong cluster's is not worth the risk.
 
-Until replication lands the in-sync replica set is just the leader, so the leader's
-high watermark is its log end offset (set when it opens or becomes leader, and
-after each append).
+Roles (DESIGN §5): a replica this node leads gets a :class:`LeaderState` (its
+followers' progress, from which the high watermark moves); a replica it follows is
+handed to the :class:`FollowerRole` (the replica fetchers); a leaderless one waits.
+A new leadership starts its leader epoch at the log end offset. Losing leadership
+fails the acks=all appends still waiting for followers (NOT_LEADER_OR_FOLLOWER: the
+client retries on the new leader).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ import contextlib
 import functools
 import logging
 import shutil
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from services.storage.disk import DiskExecutor
 from services.storage.errors import NotLeaderOrFollowerError
@@ -38,9 +42,10 @@ from services.storage.layout import (
     read_topic_id,
     write_topic_id,
 )
+from services.storage.leader_state import LeaderState
 from services.storage.replica import Replica
 from strand.cluster.cache import MetadataCache
-from strand.cluster.model import PartitionRecord, TopicRecord
+from strand.cluster.model import NO_LEADER, PartitionRecord, TopicRecord
 from strand.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
 from strand.log.config import LogConfig
 from strand.log.log import PartitionLog
@@ -48,15 +53,33 @@ from strand.log.log import PartitionLog
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 10_000.0
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class FollowerRole(Protocol):
+    """The replica fetchers: told which replicas this node follows, and whom."""
+
+    def follow(self, replica: Replica) -> None: ...
+
+    def unfollow(self, replica: Replica) -> None: ...
 
 
 class ReplicaManager:
     def __init__(self, node_id: int, data_dir: Path, cache: MetadataCache,
-                 disk: DiskExecutor) -> None:
+                 disk: DiskExecutor, *,
+                 replica_lag_time_max_ms: float = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                 clock: Callable[[], float] = monotonic_ms) -> None:
         self.node_id = node_id
         self.data_dir = data_dir
         self.cache = cache
         self.disk = disk
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.clock = clock
+        self.followers: FollowerRole | None = None  # set by the replication wiring
         self.replicas: dict[TopicPartition, Replica] = {}
         # Assigned partitions whose log could not be opened, and why (retried on every
         # metadata change; clients get KAFKA_STORAGE_ERROR meanwhile).
@@ -110,7 +133,8 @@ class ReplicaManager:
     def leader_replica(self, topic: str, partition: int) -> Replica:
         """The replica of a partition this node leads; typed errors otherwise."""
         replica = self.replicas.get((topic, partition))
-        if replica is not None and replica.is_leader(self.node_id):
+        if (replica is not None and replica.is_leader(self.node_id)
+                and replica.leader_state is not None):
             return replica
         failure = self.failed.get((topic, partition))
         if failure is not None:
@@ -167,10 +191,9 @@ class ReplicaManager:
     async def _open(self, topic: TopicRecord, record: PartitionRecord) -> None:
         directory = partition_dir(self.data_dir, record.topic, record.partition)
         config = _log_config(topic, None)
-        leads = record.leader == self.node_id
         try:
             partition_log = await self.disk.run(
-                lambda: _open_log(directory, topic.topic_id, config, leads))
+                lambda: _open_log(directory, topic.topic_id, config))
         except Exception as exc:
             log.exception("cannot open partition log", extra={"directory": str(directory)})
             self.failed[(record.topic, record.partition)] = f"{type(exc).__name__}: {exc}"
@@ -178,6 +201,7 @@ class ReplicaManager:
         replica = Replica(topic.topic_id, record, partition_log)
         self.replicas[(record.topic, record.partition)] = replica
         self.failed.pop((record.topic, record.partition), None)
+        await self._apply_role(replica, None)
         log.info("hosting partition", extra={
             "topic": record.topic, "partition": record.partition, "leader": record.leader,
             "leader_epoch": record.leader_epoch, "log_start_offset": partition_log.log_start_offset,
@@ -187,31 +211,89 @@ class ReplicaManager:
                       record: PartitionRecord) -> None:
         partition_log = replica.log
         config = _log_config(topic, partition_log.config)
-        was_leader = replica.is_leader(self.node_id)
+        previous = replica.record
         if replica.set_record(record):
             log.info("leadership changed", extra={
                 "topic": record.topic, "partition": record.partition,
                 "leader": record.leader, "leader_epoch": record.leader_epoch})
-        gained = not was_leader and replica.is_leader(self.node_id)
-        reconfigure = config != partition_log.config
-        if not reconfigure and not gained:
+        await self._apply_role(replica, previous)
+        if config == partition_log.config:
             return
-
-        def apply() -> None:
-            if reconfigure:
-                partition_log.update_config(config)
-            if gained:  # the in-sync replica set is the leader alone
-                partition_log.update_high_watermark(partition_log.log_end_offset)
-
         try:
-            await self.disk.run(apply, [replica])
+            await self.disk.run(lambda: partition_log.update_config(config), [replica])
         except Exception:
-            log.exception("cannot apply partition changes", extra={
+            log.exception("cannot apply the topic config", extra={
                 "topic": record.topic, "partition": record.partition})
             return
-        if reconfigure:
-            log.info("topic config applied", extra={"topic": record.topic,
-                                                    "partition": record.partition})
+        log.info("topic config applied", extra={"topic": record.topic,
+                                                "partition": record.partition})
+
+    # -- roles --------------------------------------------------------------------------------
+
+    async def _apply_role(self, replica: Replica, previous: PartitionRecord | None) -> None:
+        record = replica.record
+        me = self.node_id
+        state = replica.leader_state
+        if record.leader == me:
+            if (state is not None and previous is not None and previous.leader == me
+                    and previous.leader_epoch == record.leader_epoch):
+                if state.apply_record(record.replicas, record.isr, record.partition_epoch,
+                                      self.clock()):
+                    self.maybe_advance_high_watermark(replica)
+                return
+            await self._become_leader(replica)
+            return
+        if state is not None or previous is None or (
+                previous.leader, previous.leader_epoch) != (record.leader, record.leader_epoch):
+            replica.leader_state = None
+            replica.fail_high_watermark_waiters(NotLeaderOrFollowerError(
+                f"node {me} no longer leads {record.topic}-{record.partition} (leader "
+                f"{record.leader}, epoch {record.leader_epoch}); retry on the new leader"))
+        if self.followers is None:
+            return
+        if record.leader == NO_LEADER:
+            self.followers.unfollow(replica)
+        else:
+            self.followers.follow(replica)  # (again: a new leader or epoch restarts it)
+
+    async def _become_leader(self, replica: Replica) -> None:
+        record = replica.record
+        if self.followers is not None:
+            self.followers.unfollow(replica)
+        partition_log = replica.log
+        epoch = record.leader_epoch
+        try:
+            start = await self.disk.run(lambda: partition_log.begin_leader_epoch(epoch),
+                                        [replica])
+        except Exception:
+            log.exception("cannot start the leader epoch", extra={
+                "topic": record.topic, "partition": record.partition, "leader_epoch": epoch})
+            return
+        if replica.record is not record:  # the metadata moved on meanwhile
+            return
+        replica.leader_state = LeaderState.begin(
+            self.node_id, record.replicas, record.isr, epoch, record.partition_epoch, start,
+            self.clock())
+        log.info("leading partition", extra={
+            "topic": record.topic, "partition": record.partition, "leader_epoch": epoch,
+            "epoch_start_offset": start, "isr": list(record.isr),
+            "high_watermark": partition_log.high_watermark})
+        self.maybe_advance_high_watermark(replica)
+
+    def maybe_advance_high_watermark(self, replica: Replica) -> int:
+        """Move a led replica's high watermark as far as its followers allow; wake the
+        consumers and acks=all appends that were waiting for it. Returns the HW."""
+        partition_log = replica.log
+        current = partition_log.high_watermark
+        state = replica.leader_state
+        if state is None:
+            return current
+        wanted = state.high_watermark(current, partition_log.log_end_offset, self.clock(),
+                                      self.replica_lag_time_max_ms)
+        if wanted > current:
+            current = partition_log.update_high_watermark(wanted)
+            replica.high_watermark_moved(current)
+        return current
 
     async def _close(self, replica: Replica, *, delete: bool) -> None:
         replica.begin_close()
@@ -247,7 +329,7 @@ def _log_config(topic: TopicRecord, current: LogConfig | None) -> LogConfig:
         return current if current is not None else LogConfig()
 
 
-def _open_log(directory: Path, topic_id: str, config: LogConfig, leads: bool) -> PartitionLog:
+def _open_log(directory: Path, topic_id: str, config: LogConfig) -> PartitionLog:
     existing = read_topic_id(directory) if directory.exists() else None
     if existing is not None and existing != topic_id:
         log.warning("partition directory belongs to an older topic of that name; deleting it",
@@ -257,6 +339,4 @@ def _open_log(directory: Path, topic_id: str, config: LogConfig, leads: bool) ->
     partition_log = PartitionLog.open(directory, config)
     if existing != topic_id:
         write_topic_id(directory, topic_id)
-    if leads:  # the in-sync replica set is the leader alone
-        partition_log.update_high_watermark(partition_log.log_end_offset)
     return partition_log

@@ -2,9 +2,11 @@
 
 Start: watch the cluster metadata, open the logs of the partitions this node hosts,
 serve gRPC, register ``brokers/<node-id>`` under a lease, then report SERVING.
-SIGTERM: NOT_SERVING, answer waiting fetches, stop the server (in-flight calls
-finish), close every log cleanly (so the next start skips recovery), revoke the
-lease.
+SIGTERM: controlled shutdown first (the controller moves this node's leaderships to
+other in-sync replicas while it still serves, so producers retry on the new leaders
+without a failure), then NOT_SERVING, answer waiting fetches, stop the server
+(in-flight calls finish), close every log cleanly (so the next start skips
+recovery), revoke the lease.
 """
 
 from __future__ import annotations
@@ -22,18 +24,27 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services.storage.disk import DiskExecutor
 from services.storage.fetch import FetchedPartition, Fetcher, FetchParams, PartitionFetch
+from services.storage.isr import IsrManager
 from services.storage.maintenance import LogMaintenance
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
+from services.storage.peers import PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
 from services.storage.registration import BrokerRegistrar
-from services.storage.replica_manager import ReplicaManager
+from services.storage.replica_fetch import (
+    ReplicaFetchHandler,
+    ReplicaFetchParams,
+    ReplicaFetchPartition,
+    ReplicaFetchResult,
+)
+from services.storage.replica_fetcher import ReplicaFetchers
+from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import BrokerRegistration
 from strand.service import telemetry
 from strand.v1 import common_pb2 as pb
-from strand.v1 import storage_pb2_grpc
+from strand.v1 import storage_pb2, storage_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +67,8 @@ class StorageSettings:
     io_threads: int = 8
     shutdown_grace_s: float = 5.0
     metrics_port: int = 0
+    replica_lag_time_max_ms: float = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+    controlled_shutdown_timeout_s: float = 30.0
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -69,16 +82,19 @@ def split_host_port(address: str) -> tuple[str, int]:
 class StorageServicer(storage_pb2_grpc.StorageServicer):
     """Translates protobuf requests into domain calls and domain results back."""
 
-    def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup) -> None:
+    def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup,
+                 replica_fetch: ReplicaFetchHandler) -> None:
         self.appender = appender
         self.fetcher = fetcher
         self.offsets = offsets
+        self.replica_fetch = replica_fetch
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
         appends = [PartitionAppend(topic.topic, p.partition, p.records)
                    for topic in request.topics for p in topic.partitions]
-        results = iter(await self.appender.append(request.acks, appends))
+        results = iter(await self.appender.append(request.acks, appends,
+                                                  request.timeout_ms or 30_000))
         response = pb.ProduceResponse()
         for topic in request.topics:
             out = response.topics.add(topic=topic.topic)
@@ -116,6 +132,35 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
             for answer in _take(answers, len(topic.partitions)):
                 out.partitions.append(_offset_answer(answer))
         return response
+
+
+    async def ReplicaFetch(self, request: storage_pb2.ReplicaFetchRequest,
+                           context: grpc.aio.ServicerContext) -> storage_pb2.ReplicaFetchResponse:
+        params = ReplicaFetchParams(
+            replica_id=request.replica_id, max_wait_ms=request.max_wait_ms,
+            min_bytes=request.min_bytes, max_bytes=request.max_bytes,
+            partitions=[ReplicaFetchPartition(
+                p.topic, p.partition, p.fetch_offset, p.current_leader_epoch,
+                p.last_fetched_epoch, p.partition_max_bytes, p.log_start_offset)
+                for p in request.partitions])
+        response = storage_pb2.ReplicaFetchResponse()
+        for result in await self.replica_fetch.fetch(params):
+            _replica_fetch_result(response.partitions.add(), result)
+        return response
+
+
+def _replica_fetch_result(out: storage_pb2.ReplicaFetchPartitionResponse,
+                          result: ReplicaFetchResult) -> None:
+    out.topic = result.topic
+    out.partition = result.partition
+    out.error_code = result.error_code  # type: ignore[assignment]
+    out.error_message = result.error_message
+    out.high_watermark = result.high_watermark
+    out.log_start_offset = result.log_start_offset
+    out.log_end_offset = result.log_end_offset
+    if result.diverging_epoch is not None:
+        out.diverging_epoch.epoch, out.diverging_epoch.end_offset = result.diverging_epoch
+    out.records = result.records
 
 
 def _take(results: Iterator[T], count: int) -> list[T]:
@@ -161,7 +206,12 @@ class StorageProcess:
         etcd = await connect(settings.etcd_endpoints)
         watcher = MetadataWatcher(etcd, self.cache)
         disk = DiskExecutor(settings.io_threads)
-        manager = ReplicaManager(settings.node_id, settings.data_dir, self.cache, disk)
+        manager = ReplicaManager(settings.node_id, settings.data_dir, self.cache, disk,
+                                 replica_lag_time_max_ms=settings.replica_lag_time_max_ms)
+        peers = PeerClients(self.cache, settings.node_id)
+        fetchers = ReplicaFetchers(manager, disk, peers)
+        manager.followers = fetchers
+        isr = IsrManager(manager, peers)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
         server = grpc.aio.server(interceptors=telemetry.server_interceptors(), options=[
@@ -169,10 +219,12 @@ class StorageProcess:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ])
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk), Fetcher(manager, disk), OffsetLookup(manager, disk)), server)
+            Appender(manager, disk), Fetcher(manager, disk), OffsetLookup(manager, disk),
+            ReplicaFetchHandler(manager, disk, isr)), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         maintenance_task: asyncio.Task[None] | None = None
+        isr_task: asyncio.Task[None] | None = None
         try:
             await watcher.start()
             await manager.start()
@@ -182,6 +234,7 @@ class StorageProcess:
             registrar.start()
             await _first_of(registrar.registered.wait(), self._stopping.wait())
             maintenance_task = asyncio.create_task(maintenance.run(), name="log-maintenance")
+            isr_task = asyncio.create_task(isr.run(), name="isr-shrink")
             if not self._stopping.is_set():
                 for service in ("", SERVICE_NAME):
                     await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
@@ -190,19 +243,54 @@ class StorageProcess:
                     "node_id": settings.node_id, "partitions": len(manager.replicas)})
             await self._stopping.wait()
             log.info("stopping")
+            if registrar.registered.is_set():
+                await _controlled_shutdown(manager, peers,
+                                           settings.controlled_shutdown_timeout_s)
         finally:
+            if isr_task is not None:
+                isr_task.cancel()
+            await isr.shutdown()
             await health_servicer.enter_graceful_shutdown()
             manager.begin_shutdown()
             await server.stop(grace=settings.shutdown_grace_s)
             maintenance.stop()
             if maintenance_task is not None:
                 await maintenance_task
+            await fetchers.shutdown()
             await manager.shutdown()
+            await peers.close()
             await registrar.stop()
             await watcher.stop()
             await etcd.close()
             disk.shutdown()
             log.info("stopped")
+
+
+async def _controlled_shutdown(manager: ReplicaManager, peers: PeerClients,
+                               timeout_s: float) -> None:
+    """Ask the controller to move this node's leaderships away, until none is left that
+    could move or ``timeout_s`` passes. A sole in-sync leader keeps its partition:
+    nobody else has its data, so there is nothing to hand over."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        movable = _movable_leaderships(manager)
+        if not movable:
+            log.info("controlled shutdown complete: no leadership left to move")
+            return
+        try:
+            await peers.controlled_shutdown(manager.node_id)
+        except Exception as exc:
+            log.warning("controlled shutdown request failed", extra={"error": str(exc)})
+        # The controller's answer is applied through the etcd watch: give it a moment.
+        await manager.cache.wait_changed(0.5)
+    log.warning("controlled shutdown incomplete; stopping anyway",
+                extra={"movable_leaderships": _movable_leaderships(manager)})
+
+
+def _movable_leaderships(manager: ReplicaManager) -> int:
+    return sum(1 for replica in manager.replicas.values()
+               if replica.leader_state is not None and len(replica.record.isr) > 1)
 
 
 async def _first_of(*waits: Coroutine[Any, Any, object]) -> None:

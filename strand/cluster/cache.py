@@ -24,8 +24,12 @@ class MetadataCache:
     def __init__(self, keys: KeySpace) -> None:
         self.keys = keys
         self.brokers: dict[int, BrokerRegistration] = {}
+        # create revision of each broker's registration: a new one means it restarted.
+        self.broker_incarnations: dict[int, int] = {}
         self.topics: dict[str, TopicRecord] = {}
         self.partitions: dict[tuple[str, int], PartitionRecord] = {}
+        # etcd mod revision of each partition record: the compare of a CAS update.
+        self.partition_revisions: dict[tuple[str, int], int] = {}
         self.controller: ControllerRecord | None = None
         self.controller_epoch = -1  # create revision of the election key
         self.revision = 0
@@ -38,8 +42,10 @@ class MetadataCache:
             if parsed.kind == "broker":
                 if value is None:
                     self.brokers.pop(parsed.node_id, None)
+                    self.broker_incarnations.pop(parsed.node_id, None)
                 else:
                     self.brokers[parsed.node_id] = BrokerRegistration.from_json(value)
+                    self.broker_incarnations[parsed.node_id] = create_revision
             elif parsed.kind == "topic":
                 if value is None:
                     self.topics.pop(parsed.topic, None)
@@ -49,8 +55,10 @@ class MetadataCache:
                 tp = (parsed.topic, parsed.partition)
                 if value is None:
                     self.partitions.pop(tp, None)
+                    self.partition_revisions.pop(tp, None)
                 else:
                     self.partitions[tp] = PartitionRecord.from_json(value)
+                    self.partition_revisions[tp] = revision
             elif parsed.kind == "controller":
                 if value is None:
                     self.controller, self.controller_epoch = None, -1

@@ -157,6 +157,8 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     max_message_bytes: int = TOPIC_CONFIG["max.message.bytes"].default
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    min_insync_replicas: int = 1
+    unclean_leader_election: bool = False
 
     @property
     def compact(self) -> bool:
@@ -195,4 +197,6 @@ class LogConfig:
             flush_ms=get("flush.ms"),
             max_message_bytes=get("max.message.bytes"),
             message_timestamp_type=timestamp_type,
+            min_insync_replicas=get("min.insync.replicas"),
+            unclean_leader_election=get("unclean.leader.election.enable"),
         )

@@ -432,6 +432,43 @@ class PartitionLog:
                 return found
         return None
 
+    # -- leader epochs (KIP-101) ---------------------------------------------------------------
+
+    def begin_leader_epoch(self, leader_epoch: int) -> int:
+        """This replica leads from ``leader_epoch`` on: the epoch starts at the log end
+        offset (records appended later carry it). Returns that offset."""
+        with self._lock:
+            self._check_open()
+            start = self._next_offset
+            if leader_epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(leader_epoch, start)
+            return start
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """(largest epoch <= ``leader_epoch`` this log knows, the offset where it ends):
+        the leader's answer to a follower whose last batch has ``leader_epoch``."""
+        with self._lock:
+            return self.leader_epochs.end_offset_for(leader_epoch, self._next_offset)
+
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int) -> int:
+        """Where a follower truncates when the leader says its log diverges after
+        (``leader_epoch``, ``leader_end_offset``) (Kafka's ``getOffsetTruncationState``)."""
+        with self._lock:
+            end = self._next_offset
+            if leader_end_offset < 0:  # the leader knows no such epoch: back to the HW
+                return self._high_watermark
+            epoch, local_end = self.leader_epochs.end_offset_for(leader_epoch, end)
+            if epoch < 0:
+                return min(leader_end_offset, end)
+            if epoch != leader_epoch:
+                return min(local_end, end)  # an older epoch: the next fetch goes on
+            return min(leader_end_offset, local_end, end)
+
+    @property
+    def last_epoch(self) -> int:
+        """The leader epoch of the last batch (-1 for a log without epochs)."""
+        return self.leader_epochs.latest_epoch
+
     # -- offsets ------------------------------------------------------------------------------
 
     def update_high_watermark(self, high_watermark: int) -> int:

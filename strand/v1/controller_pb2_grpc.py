@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
+from strand.v1 import controller_pb2 as strand_dot_v1_dot_controller__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -54,6 +55,16 @@ class ControllerStub:
                 request_serializer=strand_dot_v1_dot_common__pb2.AlterConfigsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.AlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.AlterPartition = channel.unary_unary(
+                '/strand.v1.Controller/AlterPartition',
+                request_serializer=strand_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
+                _registered_method=True)
+        self.ControlledShutdown = channel.unary_unary(
+                '/strand.v1.Controller/ControlledShutdown',
+                request_serializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -83,6 +94,21 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartition(self, request, context):
+        """A partition leader asks for an ISR change; applied with compare-and-swap on the
+        partition epoch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ControlledShutdown(self, request, context):
+        """A storage node about to stop asks to lose its leaderships and ISR memberships.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +131,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AlterConfigs,
                     request_deserializer=strand_dot_v1_dot_common__pb2.AlterConfigsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.AlterConfigsResponse.SerializeToString,
+            ),
+            'AlterPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartition,
+                    request_deserializer=strand_dot_v1_dot_controller__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'ControlledShutdown': grpc.unary_unary_rpc_method_handler(
+                    servicer.ControlledShutdown,
+                    request_deserializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +251,60 @@ class Controller:
             '/strand.v1.Controller/AlterConfigs',
             strand_dot_v1_dot_common__pb2.AlterConfigsRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.AlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/AlterPartition',
+            strand_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+            strand_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ControlledShutdown(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/ControlledShutdown',
+            strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.SerializeToString,
+            strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,13 +25,23 @@ _sym_db = _symbol_database.Default()
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/storage.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto2\xd5\x01\n\x07Storage\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/storage.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"\x9a\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x34\n\npartitions\x18\x05 \x03(\x0b\x32 .strand.v1.ReplicaFetchPartition\"\xc0\x01\n\x15ReplicaFetchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"T\n\x14ReplicaFetchResponse\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.strand.v1.ReplicaFetchPartitionResponse\"\x91\x02\n\x1dReplicaFetchPartitionResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x07 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x19.strand.v1.EpochEndOffset\x12\x0f\n\x07records\x18\t \x01(\x0c\x32\xa6\x02\n\x07Storage\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponse\x12O\n\x0cReplicaFetch\x12\x1e.strand.v1.ReplicaFetchRequest\x1a\x1f.strand.v1.ReplicaFetchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strand.v1.storage_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STORAGE']._serialized_start=63
-  _globals['_STORAGE']._serialized_end=276
+  _globals['_REPLICAFETCHREQUEST']._serialized_start=63
+  _globals['_REPLICAFETCHREQUEST']._serialized_end=217
+  _globals['_REPLICAFETCHPARTITION']._serialized_start=220
+  _globals['_REPLICAFETCHPARTITION']._serialized_end=412
+  _globals['_EPOCHENDOFFSET']._serialized_start=414
+  _globals['_EPOCHENDOFFSET']._serialized_end=465
+  _globals['_REPLICAFETCHRESPONSE']._serialized_start=467
+  _globals['_REPLICAFETCHRESPONSE']._serialized_end=551
+  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_start=554
+  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_end=827
+  _globals['_STORAGE']._serialized_start=830
+  _globals['_STORAGE']._serialized_end=1124
 # @@protoc_insertion_point(module_scope)

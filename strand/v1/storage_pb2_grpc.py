@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
+from strand.v1 import storage_pb2 as strand_dot_v1_dot_storage__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -49,6 +50,11 @@ class StorageStub:
                 request_serializer=strand_dot_v1_dot_common__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.ReplicaFetch = channel.unary_unary(
+                '/strand.v1.Storage/ReplicaFetch',
+                request_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServicer:
@@ -72,6 +78,14 @@ class StorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReplicaFetch(self, request, context):
+        """Followers pull the partitions they follow from their leader: one call for every
+        partition a follower node follows on the leader node (one fetcher per leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +103,11 @@ def add_StorageServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=strand_dot_v1_dot_common__pb2.ListOffsetsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'ReplicaFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplicaFetch,
+                    request_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +191,33 @@ class Storage:
             '/strand.v1.Storage/ListOffsets',
             strand_dot_v1_dot_common__pb2.ListOffsetsRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplicaFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Storage/ReplicaFetch',
+            strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
+            strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
             options,
             channel_credentials,
             insecure,

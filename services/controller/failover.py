@@ -1,0 +1,193 @@
+"""The active controller's partition-state duties (DESIGN §5), applied to etcd:
+
+* follow broker membership (the etcd watch, no polling): a broker whose lease
+  expired leaves every ISR and loses its leaderships to the next in-sync replica;
+  a returning broker leads again partitions left leaderless with it in the ISR;
+* apply the ISR changes partition leaders ask for (AlterPartition);
+* controlled shutdown: move a stopping broker's leaderships away before it exits;
+* restore preferred leaders every ``preferred_leader_interval_s``.
+
+Decisions are the pure functions of :mod:`services.controller.leadership`; every
+write is a compare-and-swap on the partition record's etcd revision, fenced by the
+controller's election, and all decisions (admin requests included) are serialized
+by one lock and made on a cache that has caught up with the previous write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from services.controller.leadership import (
+    IsrChange,
+    apply_isr_change,
+    elect_leader,
+    move_leadership_away,
+    preferred_leader,
+)
+from services.controller.writer import MetadataWriter
+from strand.cluster.cache import MetadataCache
+from strand.cluster.model import NO_LEADER, PartitionRecord
+from strand.errors import (
+    InvalidUpdateVersionError,
+    StrandError,
+    UnknownTopicOrPartitionError,
+)
+from strand.log.config import TOPIC_CONFIG
+
+log = logging.getLogger(__name__)
+
+READ_YOUR_WRITES_TIMEOUT_S = 10.0
+# A broker in controlled shutdown is forgotten when its registration disappears (a
+# clean stop revokes the lease), or after this long if it never stopped.
+SHUTDOWN_MEMORY_S = 120.0
+
+Decision = Callable[[PartitionRecord], PartitionRecord | None]
+
+
+class PartitionStateKeeper:
+    def __init__(self, cache: MetadataCache, lock: asyncio.Lock,
+                 preferred_leader_interval_s: float = 30.0) -> None:
+        self.cache = cache
+        self.lock = lock  # shared with topic admin: one metadata decision at a time
+        self.preferred_leader_interval_s = preferred_leader_interval_s
+        self._shutting_down: dict[int, float] = {}  # broker -> monotonic time it asked
+        self._incarnations: dict[int, int] | None = None  # last seen registrations
+
+    # -- the active controller's loop ---------------------------------------------------------
+
+    async def run(self, writer: MetadataWriter) -> None:
+        """React to membership changes until cancelled (when this controller steps down)."""
+        next_preferred = time.monotonic() + self.preferred_leader_interval_s
+        while True:
+            revision = self.cache.revision
+            try:
+                await self.react_to_brokers(writer)
+                if time.monotonic() >= next_preferred:
+                    next_preferred = time.monotonic() + self.preferred_leader_interval_s
+                    await self.restore_preferred_leaders(writer)
+            except asyncio.CancelledError:
+                raise
+            except StrandError as exc:  # NOT_CONTROLLER: the caller notices the lost lease
+                log.warning("partition state update failed", extra={"error": str(exc)})
+                await asyncio.sleep(0.5)
+            except Exception:
+                log.exception("partition state update failed")
+                await asyncio.sleep(0.5)
+            if self.cache.revision == revision:
+                timeout = max(0.05, next_preferred - time.monotonic())
+                await self.cache.wait_changed(timeout)
+
+    def _live(self) -> set[int]:
+        live = set(self.cache.brokers)
+        now = time.monotonic()
+        for broker, since in list(self._shutting_down.items()):
+            if broker not in live or now - since > SHUTDOWN_MEMORY_S:
+                del self._shutting_down[broker]
+        return live
+
+    def _unclean(self, topic: str) -> bool:
+        record = self.cache.topics.get(topic)
+        raw = record.config.get("unclean.leader.election.enable") if record else None
+        key = TOPIC_CONFIG["unclean.leader.election.enable"]
+        return bool(key.default if raw is None else key.parse(raw))
+
+    def _restarted(self) -> set[int]:
+        """Brokers registered again since the last look (a restart within the lease TTL
+        never shows as an absence). They are treated as having died once: they lose
+        their leaderships and ISR places and come back as followers that catch up,
+        under a new leader epoch, as after any crash."""
+        current = dict(self.cache.broker_incarnations)
+        previous, self._incarnations = self._incarnations, current
+        if previous is None:  # just became active: nothing to compare with
+            return set()
+        return {b for b, rev in current.items() if b in previous and previous[b] != rev}
+
+    async def react_to_brokers(self, writer: MetadataWriter) -> int:
+        """Elect leaders and shrink ISRs after membership changes; returns changes made."""
+        async with self.lock:
+            live = self._live()
+            stopping = set(self._shutting_down)
+            restarted = self._restarted()
+            changes = 0
+            if restarted:
+                log.warning("brokers restarted; moving their partitions",
+                            extra={"brokers": sorted(restarted)})
+                up = live - restarted
+                changes += await self._apply_all(writer, lambda r: elect_leader(
+                    r, up, unclean=self._unclean(r.topic), shutting_down=stopping))
+            return changes + await self._apply_all(writer, lambda r: elect_leader(
+                r, live, unclean=self._unclean(r.topic), shutting_down=stopping))
+
+    async def restore_preferred_leaders(self, writer: MetadataWriter) -> int:
+        async with self.lock:
+            live = self._live()
+            stopping = set(self._shutting_down)
+            return await self._apply_all(writer, lambda r: preferred_leader(r, live, stopping))
+
+    async def controlled_shutdown(self, writer: MetadataWriter, broker: int) -> int:
+        """Move ``broker``'s leaderships away and take it out of every ISR; returns how
+        many partitions it still leads (nobody else in sync to take over)."""
+        async with self.lock:
+            self._shutting_down.setdefault(broker, time.monotonic())
+            live = self._live()
+            stopping = set(self._shutting_down)
+            await self._apply_all(writer, lambda r: move_leadership_away(
+                r, broker, live, stopping) if broker in r.isr or r.leader == broker else None)
+            return sum(1 for r in self._served() if r.leader == broker)
+
+    async def alter_isr(self, writer: MetadataWriter, topic: str, partition: int,
+                        change: IsrChange) -> PartitionRecord:
+        """Apply a leader's ISR change (CAS); typed errors when it is refused."""
+        async with self.lock:
+            tp = (topic, partition)
+            current = self.cache.partitions.get(tp)
+            if current is None or topic not in self.cache.topics:
+                raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}")
+            updated = apply_isr_change(current, change, self._live(), set(self._shutting_down))
+            if updated is current:
+                return current
+            revision = await writer.update_partition(updated, self.cache.partition_revisions[tp])
+            if revision is None:
+                raise InvalidUpdateVersionError(
+                    f"{topic}-{partition} changed meanwhile; retry with the new partition epoch")
+            await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            log.info("ISR changed", extra={"topic": topic, "partition": partition,
+                                           "isr": list(updated.isr), "leader": updated.leader,
+                                           "partition_epoch": updated.partition_epoch})
+            return updated
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _served(self) -> Iterable[PartitionRecord]:
+        topics = self.cache.topics
+        return [r for (t, p), r in self.cache.partitions.items()
+                if t in topics and p < topics[t].partitions]
+
+    async def _apply_all(self, writer: MetadataWriter, decide: Decision) -> int:
+        """Write every partition ``decide`` changes (CAS); a lost CAS is left to the next
+        round, which sees the newer record. Waits until the cache has the writes."""
+        last_revision = 0
+        changes = 0
+        for record in self._served():
+            updated = decide(record)
+            if updated is None:
+                continue
+            tp = (record.topic, record.partition)
+            revision = await writer.update_partition(updated,
+                                                     self.cache.partition_revisions[tp])
+            if revision is None:
+                continue
+            changes += 1
+            last_revision = max(last_revision, revision)
+            level = logging.WARNING if updated.leader == NO_LEADER else logging.INFO
+            log.log(level, "partition state changed", extra={
+                "topic": record.topic, "partition": record.partition,
+                "leader": updated.leader, "leader_epoch": updated.leader_epoch,
+                "isr": list(updated.isr), "previous_leader": record.leader,
+                "previous_isr": list(record.isr)})
+        if last_revision:
+            await self.cache.wait_for_revision(last_revision, READ_YOUR_WRITES_TIMEOUT_S)
+        return changes

@@ -1,0 +1,118 @@
+"""gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower)
+and the active controller (AlterPartition, ControlledShutdown).
+
+Addresses come from the metadata cache (broker registrations, the controller's
+election record). Answers from a controller older than the one this node knows are
+ignored: a deposed controller cannot change anything here (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import grpc
+
+from services.storage.isr import IsrAnswer, IsrProposal
+from services.storage.replica_fetch import ReplicaFetchParams, ReplicaFetchResult
+from strand.client.channel import open_aio_channel
+from strand.cluster.cache import MetadataCache
+from strand.errors import ErrorCode, LeaderNotAvailableError, NotControllerError, error_for
+from strand.v1 import controller_pb2 as pb_ctl
+from strand.v1 import controller_pb2_grpc, storage_pb2, storage_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_TIMEOUT_S = 10.0
+FETCH_TIMEOUT_MARGIN_S = 10.0
+
+
+class PeerClients:
+    def __init__(self, cache: MetadataCache, node_id: int) -> None:
+        self.cache = cache
+        self.node_id = node_id
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = open_aio_channel(
+                address, f"storage-{self.node_id}")
+        return channel
+
+    async def close(self) -> None:
+        channels = list(self._channels.values())
+        self._channels.clear()
+        for channel in channels:
+            await channel.close()
+
+    # -- storage nodes ------------------------------------------------------------------------
+
+    async def replica_fetch(self, leader: int,
+                            params: ReplicaFetchParams) -> Sequence[ReplicaFetchResult]:
+        broker = self.cache.brokers.get(leader)
+        if broker is None:
+            raise LeaderNotAvailableError(f"broker {leader} is not registered")
+        request = storage_pb2.ReplicaFetchRequest(
+            replica_id=params.replica_id, max_wait_ms=params.max_wait_ms,
+            min_bytes=params.min_bytes, max_bytes=params.max_bytes)
+        for p in params.partitions:
+            request.partitions.add(
+                topic=p.topic, partition=p.partition, fetch_offset=p.fetch_offset,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=p.last_fetched_epoch,
+                partition_max_bytes=p.partition_max_bytes, log_start_offset=p.log_start_offset)
+        stub = storage_pb2_grpc.StorageStub(self._channel(broker.address))
+        response = await stub.ReplicaFetch(
+            request, timeout=params.max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN_S)
+        return [ReplicaFetchResult(
+            topic=r.topic, partition=r.partition, error_code=r.error_code,
+            error_message=r.error_message, high_watermark=r.high_watermark,
+            log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
+            diverging_epoch=((r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
+                             if r.HasField("diverging_epoch") else None),
+            records=r.records) for r in response.partitions]
+
+    # -- the controller -----------------------------------------------------------------------
+
+    def _controller(self) -> tuple[controller_pb2_grpc.ControllerStub, int]:
+        record = self.cache.controller
+        if record is None:
+            raise NotControllerError("no active controller right now")
+        return (controller_pb2_grpc.ControllerStub(self._channel(record.address)),
+                self.cache.controller_epoch)
+
+    def _check_controller(self, known_epoch: int, answered_epoch: int, code: int,
+                          message: str) -> None:
+        if code != ErrorCode.NONE:
+            raise error_for(code, message)
+        if answered_epoch < max(known_epoch, self.cache.controller_epoch):
+            raise NotControllerError(
+                f"answer from a deposed controller (epoch {answered_epoch}, the active one "
+                f"is {self.cache.controller_epoch}): ignored")
+
+    async def alter_partition(self, broker_id: int,
+                              proposals: Sequence[IsrProposal]) -> Sequence[IsrAnswer]:
+        stub, epoch = self._controller()
+        request = pb_ctl.AlterPartitionRequest(broker_id=broker_id)
+        for p in proposals:
+            request.partitions.add(topic=p.topic, partition=p.partition,
+                                   leader_epoch=p.leader_epoch,
+                                   partition_epoch=p.partition_epoch, new_isr=p.new_isr)
+        response = await stub.AlterPartition(request, timeout=CONTROLLER_TIMEOUT_S)
+        self._check_controller(epoch, response.controller_epoch, response.error_code,
+                               response.error_message)
+        return [IsrAnswer(topic=a.topic, partition=a.partition, error_code=a.error_code,
+                          error_message=a.error_message, leader=a.leader,
+                          leader_epoch=a.leader_epoch, partition_epoch=a.partition_epoch,
+                          isr=tuple(a.isr)) for a in response.partitions]
+
+    async def controlled_shutdown(self, broker_id: int) -> int:
+        """Ask to lose leaderships; returns how many this broker still leads."""
+        stub, epoch = self._controller()
+        response = await stub.ControlledShutdown(
+            pb_ctl.ControlledShutdownRequest(broker_id=broker_id), timeout=CONTROLLER_TIMEOUT_S)
+        self._check_controller(epoch, response.controller_epoch, response.error_code,
+                               response.error_message)
+        return int(response.remaining_leaderships)
+

@@ -1,0 +1,92 @@
+"""``python -m tests.chaos``: run the fault-injection harness and print its summary.
+
+    python -m tests.chaos --duration 600 --faults mix --seed 7
+    python -m tests.chaos --faults kill-leader,partition-node --injections 4 --json
+
+Progress goes to stderr; the summary table to stdout (to stderr with ``--json``,
+when stdout carries the JSON report). Exit status: 0 when every check passed, 1
+when any of lost / divergence / order / phantom / replica mismatches is non-zero
+or the cluster did not recover by itself after a fault (a process exited, or it
+was not healthy again within the recovery timeout), 2 when the harness itself
+could not run (or left processes behind).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from .faults import KINDS
+from .runner import ChaosConfig, run
+from .summary import print_summary
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=600,
+                        help="seconds of fault injection (0: unlimited, use --injections)")
+    parser.add_argument("--faults", default="mix",
+                        help=f"'mix' (all, rotating) or a comma list of: {', '.join(KINDS)}")
+    parser.add_argument("--injections", type=int, default=0,
+                        help="stop after this many faults (0: no limit)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lease-ttl", type=int, default=3,
+                        help="lease TTL (s) of storage nodes and controllers")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--writers", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=100, help="records/s per writer")
+    parser.add_argument("--quiet", type=float, default=3,
+                        help="seconds of calm before the first fault and after each recovery")
+    parser.add_argument("--cut-mode", choices=["blackhole", "reset"], default="blackhole")
+    parser.add_argument("--workdir", type=Path, help="default: a new temporary directory")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the work directory (logs, data) even when the run passed")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    kinds = list(KINDS) if args.faults == "mix" else [
+        k.strip() for k in args.faults.split(",") if k.strip()]
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown or not kinds:
+        parser.error(f"unknown faults {unknown}; use 'mix' or some of: {', '.join(KINDS)}")
+    config = ChaosConfig(duration=args.duration, faults=kinds, seed=args.seed,
+                         injections=args.injections, lease_ttl=args.lease_ttl,
+                         partitions=args.partitions, writers=args.writers, rate=args.rate,
+                         quiet=args.quiet, cut_mode=args.cut_mode, workdir=args.workdir,
+                         keep=args.keep)
+    return config, args.json
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # unwinds through the runner's cleanup
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, as_json = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        result = run(config, log=progress)
+    except KeyboardInterrupt:
+        progress("interrupted; every process was stopped")
+        return 2
+    except Exception as exc:
+        progress(f"the chaos harness failed: {type(exc).__name__}: {exc}")
+        return 2
+    print_summary(result, file=sys.stderr if as_json else sys.stdout)
+    if as_json:
+        print(json.dumps({"config": config.describe(), **result.report.to_json()}, indent=2))
+    if result.leftover_pids or result.workload_errors:
+        return 2
+    return 1 if result.report.failed or result.report.unavailable else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The faults: each one is injected into real processes, held, then healed.
+
+- kill-leader: SIGKILL the storage node leading a random partition; held lease
+  TTL + 2 s; healed by restarting it (same port, same data directory).
+- pause-leader: SIGSTOP that node (a zombie leader); held lease TTL + 2 s; SIGCONT.
+- kill-controller: SIGKILL the active controller; held lease TTL + 2 s; restart.
+- restart-etcd: SIGKILL etcd; held 1 s .. TTL + 2 s; restarted on the same data
+  directory and ports.
+- partition-node: cut a partition leader off from its peers, the gateway and the
+  controllers (``proxy.py``), etcd staying reachable; held 2 x TTL + 2 s; reconnect.
+
+Held longer than the lease TTL so that leases really expire (a paused leader's
+registration vanishes, a standby controller takes over): what happens when the
+victim comes back is the interesting part. Leaders and the active controller are
+looked up in etcd at injection time, so the faults follow leadership as it moves.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from dataclasses import dataclass
+
+from .harness import CONTROLLERS, STORAGE_NODES, ChaosCluster
+
+KINDS = ("kill-leader", "pause-leader", "kill-controller", "restart-etcd", "partition-node")
+
+
+@dataclass
+class Injected:
+    kind: str
+    target: str  # the process hurt (storage-2, controller-0, etcd)
+    hold: float  # seconds to leave it hurt
+    note: str = ""
+
+
+class Faults:
+    def __init__(self, cluster: ChaosCluster, topic: str, partitions: int,
+                 rng: random.Random) -> None:
+        self.cluster, self.topic, self.partitions, self.rng = cluster, topic, partitions, rng
+        self.ttl = cluster.lease_ttl
+
+    def _leader(self) -> tuple[str, str]:
+        """A random partition's current leader (from etcd), as (process, note)."""
+        partition = self.rng.randrange(self.partitions)
+        state = self.cluster.partitions(self.topic).get(partition)
+        if state is not None and state.leader in STORAGE_NODES:
+            return (f"storage-{state.leader}",
+                    f"leader of {self.topic}-{partition} (epoch {state.leader_epoch}, "
+                    f"isr {list(state.isr)})")
+        node = self.rng.choice(STORAGE_NODES)  # no leader known: any node will do
+        return f"storage-{node}", f"{self.topic}-{partition} had no leader; random node"
+
+    def inject(self, kind: str) -> Injected:
+        cluster = self.cluster
+        if kind == "kill-leader":
+            target, note = self._leader()
+            cluster.kill(target)
+            return Injected(kind, target, self.ttl + 2, note)
+        if kind == "pause-leader":
+            target, note = self._leader()
+            cluster.signal(target, signal.SIGSTOP)
+            return Injected(kind, target, self.ttl + 2, note)
+        if kind == "kill-controller":
+            active = cluster.active_controller()
+            target = active if active in CONTROLLERS else self.rng.choice(CONTROLLERS)
+            cluster.kill(target)
+            return Injected(kind, target, self.ttl + 2,
+                            "the active one" if active == target else "no active one known")
+        if kind == "restart-etcd":
+            cluster.kill("etcd")
+            return Injected(kind, "etcd", round(self.rng.uniform(1, self.ttl + 2), 1))
+        if kind == "partition-node":
+            target, note = self._leader()
+            silenced = cluster.cut(target)
+            return Injected(kind, target, 2 * self.ttl + 2,
+                            f"{note}; {silenced} connections silenced")
+        raise ValueError(f"unknown fault {kind!r}; known: {', '.join(KINDS)}")
+
+    def heal(self, fault: Injected) -> None:
+        cluster = self.cluster
+        if fault.kind in ("kill-leader", "kill-controller", "restart-etcd"):
+            cluster.restart(fault.target)
+        elif fault.kind == "pause-leader":
+            cluster.signal(fault.target, signal.SIGCONT)
+        elif fault.kind == "partition-node":
+            cluster.heal(fault.target)
+
+
+def schedule(kinds: list[str], rng: random.Random) -> list[str]:
+    """One round of a rotating mix: every kind once, in a random order."""
+    round_ = list(kinds)
+    rng.shuffle(round_)
+    return round_

@@ -1,0 +1,276 @@
+"""One chaos run: start the cluster, run the workload, inject and heal faults, read
+everything back, compare the replicas' files, check, report.
+
+The run, in order:
+
+1. start the cluster; create the topic (RF 3, ``min.insync.replicas=2``);
+2. start writers and readers; let them run ``quiet`` seconds;
+3. until ``duration`` (or ``injections``) is used up: inject the next fault of the
+   rotating mix, hold it, heal it, wait until the cluster is healthy again (every
+   process up and registered, a controller, a live leader per partition), compare
+   the replicas' files, wait ``quiet`` seconds;
+4. stop the writers (they flush; what never completes is ambiguous), wait for the
+   cluster (and, bounded, for full ISRs), stop the readers, read every partition
+   back up to its high watermark, compare the replicas' files once more;
+5. check the history (``checker.check``), print the table, stop every process.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strand import Admin, Consumer, NewTopic, TopicPartition
+
+from .checker import Report, check, compare_replicas
+from .faults import KINDS, Faults, schedule
+from .harness import ChaosCluster, wait_until
+from .history import FaultEvent, History, Read, ReplicaResult, Send
+from .workload import RewindReader, TailReader, Writer, read_back
+
+
+@dataclass
+class ChaosConfig:
+    duration: float = 600.0  # seconds of fault injection; 0: no limit (see injections)
+    faults: list[str] = field(default_factory=lambda: list(KINDS))
+    seed: int = 0
+    injections: int = 0  # stop after this many; 0: no limit (see duration)
+    lease_ttl: int = 3  # seconds, for storage nodes and controllers
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    writers: int = 2
+    rate: float = 100.0  # records per second per writer
+    tail_readers: int = 2
+    quiet: float = 3.0  # seconds before the first fault and after each recovery
+    recovery_timeout: float = 30.0
+    cut_mode: str = "blackhole"
+    topic: str = "chaos"
+    workdir: Path | None = None  # default: a new temporary directory
+    keep: bool = False  # keep the work directory even when the run passed
+
+    def describe(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["workdir"] = str(self.workdir) if self.workdir else None
+        return out
+
+
+@dataclass
+class RunResult:
+    config: ChaosConfig
+    history: History
+    report: Report
+    workdir: Path
+    cluster_name: str
+    leftover_pids: list[int]
+    workload_errors: list[str]
+
+
+def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
+    if config.duration <= 0 and config.injections <= 0:
+        raise ValueError("give a duration or a number of injections (or both)")
+    unknown = set(config.faults) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(KINDS)}")
+    workdir = config.workdir or Path(tempfile.mkdtemp(prefix="strand-chaos-"))
+    name = f"chaos-{uuid.uuid4().hex[:8]}"  # also marks our processes for pgrep
+    cluster = ChaosCluster(workdir, name, config.lease_ttl, config.cut_mode)
+    rng = random.Random(config.seed)
+    t0 = time.monotonic()
+
+    def say(message: str) -> None:
+        log(f"[{time.monotonic() - t0:7.1f}s] {message}")
+
+    history = History(config.topic, config.partitions, t0)
+    errors: list[str] = []
+    try:
+        say(f"starting the cluster in {workdir} (cluster {name}, lease TTL "
+            f"{config.lease_ttl}s, cut mode {config.cut_mode})")
+        cluster.start()
+        _create_topic(cluster.bootstrap, config)
+        _run_workload(cluster, config, history, rng, say, errors)
+    finally:
+        say("stopping the cluster")
+        cluster.stop()
+    leftovers = cluster.alive_pids()
+    report = check(history)
+    report.info["workload_errors"] = errors
+    report.info["leftover_pids"] = leftovers
+    if not (report.failed or report.unavailable or errors or leftovers or config.keep):
+        shutil.rmtree(workdir, ignore_errors=True)
+    return RunResult(config, history, report, workdir, name, leftovers, errors)
+
+
+def _create_topic(bootstrap: str, config: ChaosConfig) -> None:
+    with Admin(bootstrap, request_timeout_ms=10_000) as admin:
+        admin.create_topics([NewTopic(
+            config.topic, config.partitions, config.replication_factor,
+            config={"min.insync.replicas": str(config.min_insync_replicas)})])
+
+
+def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
+                  rng: random.Random, say: Callable[[str], None], errors: list[str]) -> None:
+    stop_writers, stop_readers = threading.Event(), threading.Event()
+    sends: list[Send] = history.sends
+    reads: list[Read] = history.reads
+    writers = [Writer(f"w{i}", cluster.bootstrap, config.topic, config.partitions, config.rate,
+                      sends, stop_writers) for i in range(config.writers)]
+    readers: list[threading.Thread] = [
+        TailReader(f"tail{i}", cluster.bootstrap, config.topic, config.partitions, reads,
+                   history.reader_errors, stop_readers) for i in range(config.tail_readers)]
+    readers.append(RewindReader("rewind", cluster.bootstrap, config.topic, config.partitions,
+                                reads, history.reader_errors, stop_readers,
+                                random.Random(rng.random())))
+    for thread in [*writers, *readers]:
+        thread.start()
+    try:
+        _inject_faults(cluster, config, history, rng, say)
+    finally:
+        say("stopping the writers (they flush what they hold)")
+        stop_writers.set()
+        for writer in writers:
+            writer.join(60)
+            if writer.error is not None:
+                errors.append(f"{writer.name}: {writer.error!r}")
+        history.final_recovered, history.final_crashed = _recover(
+            cluster, config, say, "after the run")
+        stop_readers.set()
+        for reader in readers:
+            reader.join(30)
+    say("reading every partition back")
+    history.final_complete, history.final_hw = read_back(
+        cluster.bootstrap, config.topic, config.partitions, reads, timeout=60, log=say)
+    say(f"read back {sorted(history.final_complete)} to high watermarks {history.final_hw}")
+    _check_replicas(cluster, config, history, say, final=True)
+
+
+def _inject_faults(cluster: ChaosCluster, config: ChaosConfig, history: History,
+                   rng: random.Random, say: Callable[[str], None]) -> None:
+    faults = Faults(cluster, config.topic, config.partitions, rng)
+    time.sleep(config.quiet)
+    deadline = time.monotonic() + config.duration if config.duration > 0 else float("inf")
+    pending: list[str] = []
+    while time.monotonic() < deadline and (
+            config.injections <= 0 or len(history.faults) < config.injections):
+        if not pending:
+            pending = schedule(config.faults, rng)
+        kind = pending.pop(0)
+        late = _revive(cluster, say, "since the last recovery")
+        if late and history.faults:  # charged to the fault it followed
+            history.faults[-1].recovered = False
+            history.faults[-1].crashed += late
+            _recover(cluster, config, say, "after reviving them")
+        injected = faults.inject(kind)
+        event = FaultEvent(kind, injected.target, time.monotonic(), note=injected.note)
+        history.faults.append(event)
+        say(f"inject {kind} on {injected.target} ({injected.note}); holding "
+            f"{injected.hold:g}s")
+        time.sleep(injected.hold)
+        try:
+            faults.heal(injected)
+        except Exception as exc:  # e.g. a restarted node never became healthy
+            say(f"healing {kind} on {injected.target} failed: {exc}")
+            event.note += f"; heal failed: {str(exc)[:200]}"
+        event.t_healed = time.monotonic()
+        event.recovered, event.crashed = _recover(cluster, config, say, f"after {kind}")
+        event.t_recovered = time.monotonic()
+        say(f"healed {kind} on {injected.target}; "
+            f"{'recovered' if event.recovered else 'NOT recovered'} in "
+            f"{event.t_recovered - event.t_healed:.1f}s")
+        _check_replicas(cluster, config, history, say, final=False)
+        time.sleep(config.quiet)
+
+
+def _revive(cluster: ChaosCluster, say: Callable[[str], None], when: str) -> list[str]:
+    """Restart the processes that exited on their own (every fault's victim has
+    been restarted or continued by the time this runs); returns "name (exit N)"."""
+    crashed = []
+    for name, status in cluster.exited().items():
+        crashed.append(f"{name} (exit {status})")
+        say(f"{name} exited on its own (status {status}) {when}; restarting it")
+        try:
+            cluster.restart(name)
+        except Exception as exc:  # tried again on the next turn
+            say(f"restarting {name} failed: {exc}")
+    return crashed
+
+
+def _recover(cluster: ChaosCluster, config: ChaosConfig, say: Callable[[str], None],
+             when: str) -> tuple[bool, list[str]]:
+    """Wait until the cluster is healthy and stays so for a lease TTL and a second
+    (a process that lost its lease during the fault acts on it within that time). A
+    process that exited on its own is a finding: it is recorded, then restarted so
+    that the rest of the run still means something. Returns (recovered by itself
+    within the timeout, the processes that exited)."""
+    settle = config.lease_ttl + 1.0
+    deadline = time.monotonic() + config.recovery_timeout + settle
+    crashed: list[str] = []
+    stable_since: float | None = None
+    while time.monotonic() < deadline:
+        revived = _revive(cluster, say, when)
+        crashed += revived
+        now = time.monotonic()
+        if not revived and cluster.healthy(config.topic, config.partitions):
+            stable_since = now if stable_since is None else stable_since
+            if now - stable_since >= settle:
+                return not crashed, crashed
+        else:
+            stable_since = None
+        time.sleep(0.2)
+    problems = cluster.problems(config.topic, config.partitions)
+    say(f"the cluster did not recover within {config.recovery_timeout:g}s {when}: "
+        f"{'; '.join(problems) or 'not stable'}")
+    return False, crashed
+
+
+def _check_replicas(cluster: ChaosCluster, config: ChaosConfig, history: History,
+                    say: Callable[[str], None], final: bool) -> None:
+    """Compare every partition's replicas' files below the high watermark. A follower
+    may still be catching up right after a heal: wait (bounded) for full ISRs, and
+    look again once, two seconds later, before counting a mismatch."""
+    try:
+        wait_until(lambda: cluster.healthy(config.topic, config.partitions, full_isr=True),
+                   config.recovery_timeout if final else 10, "full in-sync replica sets", 0.2)
+    except AssertionError:
+        problems = cluster.problems(config.topic, config.partitions, full_isr=True)
+        say(f"comparing the replicas before the cluster is whole: {'; '.join(problems)}")
+    results = _compare_all(cluster, config, final)
+    if any(not r.identical for r in results):
+        time.sleep(2)
+        results = _compare_all(cluster, config, final)
+    history.replicas.extend(results)
+    for result in results:
+        if not result.identical:
+            say(f"replicas of {config.topic}-{result.partition} differ below hw "
+                f"{result.hw}: {result.detail}")
+
+
+def _compare_all(cluster: ChaosCluster, config: ChaosConfig, final: bool) -> list[ReplicaResult]:
+    states = cluster.partitions(config.topic)
+    tps = [TopicPartition(config.topic, p) for p in range(config.partitions)]
+    try:
+        with Consumer(cluster.bootstrap, request_timeout_ms=5_000) as consumer:
+            hws = consumer.end_offsets(tps, timeout_ms=10_000)
+    except Exception:
+        hws = {}
+    results = []
+    now = time.monotonic()
+    for tp in tps:
+        state = states.get(tp.partition)
+        if state is None or tp not in hws:
+            results.append(ReplicaResult(tp.partition, -1, -1, False,
+                                         "no leader or high watermark to compare against",
+                                         now, final))
+            continue
+        logs = {node: cluster.replica_log(node, config.topic, tp.partition)
+                for node in state.replicas}
+        results.append(compare_replicas(tp.partition, hws[tp], state.leader, logs, now, final))
+    return results

@@ -1,0 +1,91 @@
+"""The summary of a chaos run: one row per fault kind, counts per property (rich)."""
+
+from __future__ import annotations
+
+from typing import IO, TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from .checker import Row
+    from .runner import RunResult
+
+COLUMNS = ("injections", "acked", "lost", "divergence", "order", "phantom", "ambiguous",
+           "replicas identical", "recovered")
+
+
+def _cells(row: Row) -> list[str]:
+    def bad(n: int) -> str:
+        return f"[bold red]{n}[/]" if n else "0"
+
+    replicas = (f"{row.replicas_identical}/{row.replica_checks}" if row.replica_checks
+                else "-")
+    if row.replica_mismatches:
+        replicas = f"[bold red]{replicas}[/]"
+    recovered = f"{row.recovered}/{row.injections}" if row.injections else "-"
+    if row.recovered < row.injections:
+        recovered = f"[bold red]{recovered}[/]"
+    return [str(row.injections), str(row.acked), bad(row.lost), bad(row.divergence),
+            bad(row.order), bad(row.phantom), str(row.ambiguous), replicas, recovered]
+
+
+def build_table(result: RunResult) -> Table:
+    config, report = result.config, result.report
+    title = (f"Strand chaos: {len(result.history.faults)} faults in "
+             f"{config.duration:g}s (seed {config.seed}), lease TTL {config.lease_ttl}s, "
+             f"RF {config.replication_factor}, min.insync.replicas "
+             f"{config.min_insync_replicas}, acks=all, cut mode {config.cut_mode}")
+    table = Table(title=title, title_justify="left")
+    table.add_column("fault")
+    for column in COLUMNS:
+        table.add_column(column, justify="right")
+    for row in report.rows:
+        table.add_row(row.fault, *_cells(row))
+    table.add_section()
+    table.add_row("[bold]total[/]", *_cells(report.total))
+    return table
+
+
+def print_summary(result: RunResult, file: IO[str]) -> None:
+    console = Console(file=file, width=160)
+    report, info = result.report, result.report.info
+    console.print(build_table(result))
+    console.print(
+        f"sends {info['sends']} {info['outcomes']}; reads {info['reads']} in "
+        f"{info['sessions']} consumer sessions; final read {info['final_records']} records, "
+        f"high watermarks {info['final_hw']}, unreadable partitions "
+        f"{info['final_unreadable_partitions']}; written twice by retries "
+        f"{info['duplicated_in_final']}; ambiguous sends found in the final read "
+        f"{info['ambiguous_found_in_final']}")
+    console.print("lost: acknowledged but not read back at that offset | divergence: an offset "
+                  "yielded two values | order: a consumer's offsets went backwards | phantom: "
+                  "read but never sent (or refused) | ambiguous: send timed out / not "
+                  "answered (not an error) | replicas identical: partitions byte-identical on "
+                  "every replica below the high watermark, after each heal ('final': after "
+                  "the run) | recovered: healthy again within the timeout, no process "
+                  "exiting on its own")
+    for check, examples in report.examples.items():
+        console.print(f"[bold]{check}[/], first {len(examples)}:", highlight=False)
+        for example in examples:
+            console.print(f"  {example}", highlight=False, markup=False)
+    if report.unrecovered:
+        console.print("[bold red]the cluster did not recover by itself[/]:")
+        for line in report.unrecovered:
+            console.print(f"  {line}", highlight=False, markup=False)
+    if report.replica_failures:
+        console.print("[bold]replica mismatches[/]:")
+        for failure in report.replica_failures:
+            console.print(f"  {failure}", highlight=False, markup=False)
+    if info.get("reader_errors"):
+        console.print(f"consumer errors (new sessions followed), first "
+                      f"{len(info['reader_errors'])}:")
+        for error in info["reader_errors"]:
+            console.print(f"  {error}", highlight=False, markup=False)
+    if result.workload_errors:
+        console.print(f"[bold red]workload errors[/]: {result.workload_errors}")
+    if result.leftover_pids:
+        console.print(f"[bold red]processes left running[/]: {result.leftover_pids}")
+    if (report.failed or report.unavailable or result.workload_errors or result.leftover_pids
+            or result.config.keep):
+        console.print(f"logs and data kept in {result.workdir}", highlight=False)

@@ -1,0 +1,116 @@
+"""The short chaos run of ``make test``: every fault once against a real cluster.
+
+It proves the harness works end to end (the cluster starts, each fault is really
+injected and healed, the workload writes and reads, the final read-back and the
+replica comparison run, the report is complete) and leaves no process behind.
+
+Whether Strand *passes* is asserted only with ``STRAND_CHAOS_STRICT=1``: until
+replication and failover are complete, faults may lose acknowledged records, and
+the run reports that rather than fails on it. Flip it on (in CI, or make it the
+default here) once replication lands. The checker's own tests (test_checker.py)
+are always strict.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .faults import KINDS
+from .runner import ChaosConfig, RunResult, run
+from .summary import print_summary
+
+STRICT = os.environ.get("STRAND_CHAOS_STRICT") == "1"
+
+
+def _ours(pattern: list[str], markers: list[str]) -> list[str]:
+    """Processes matching a pgrep pattern whose command line names this run."""
+    found = subprocess.run(["pgrep", *pattern], capture_output=True, text=True).stdout.split()
+    mine = []
+    for pid in found:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # it ended meanwhile
+        if any(marker in command for marker in markers):
+            mine.append(f"{pid}: {command[:200]}")
+    return mine
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    config = ChaosConfig(duration=0, injections=len(KINDS), faults=list(KINDS), seed=4,
+                         lease_ttl=2, quiet=1.5, rate=60, recovery_timeout=20,
+                         workdir=tmp_path_factory.mktemp("chaos"), keep=True)
+    lines: list[str] = []
+    result = run(config, log=lines.append)
+    print("\n".join(lines))  # shown by pytest when a test fails
+    return result
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
+def test_every_fault_was_injected_and_healed(short_run: RunResult) -> None:
+    faults = short_run.history.faults
+    assert sorted(f.kind for f in faults) == sorted(KINDS)
+    for fault in faults:
+        assert fault.t_inject < fault.t_healed <= fault.t_recovered, fault
+        assert fault.target
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
+def test_the_workload_wrote_read_and_read_back(short_run: RunResult) -> None:
+    history, report = short_run.history, short_run.report
+    assert not short_run.workload_errors
+    assert report.total.acked > 500
+    assert len({r.session for r in history.reads}) >= 3  # tails, rewinds, the final read
+    assert history.final_hw and set(history.final_hw) <= set(range(history.partitions))
+    assert report.info["final_records"] > 0
+    # A replica comparison after every heal and after the run, for each partition.
+    assert report.total.replica_checks == (len(KINDS) + 1) * history.partitions
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
+def test_the_report_is_complete(short_run: RunResult) -> None:
+    report = short_run.report
+    names = [row.fault for row in report.rows]
+    assert set(KINDS) <= set(names)
+    out = io.StringIO()
+    print_summary(short_run, out)
+    table = out.getvalue()
+    for kind in KINDS:
+        assert kind in table
+    for column in ("lost", "divergence", "order", "phantom", "ambiguous", "identical"):
+        assert column in table
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["rows"][-1]["fault"] == "total"
+    assert {"lost", "divergence", "order", "phantom", "ambiguous", "replica_mismatches",
+            "recovered"} <= set(data["rows"][-1])
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
+def test_no_process_is_left_behind(short_run: RunResult) -> None:
+    assert short_run.leftover_pids == []
+    markers = [short_run.cluster_name, str(short_run.workdir)]
+    assert _ours(["-f", r"services\.(storage|gateway|controller)"], markers) == []
+    assert _ours(["etcd"], markers) == []
+    assert _ours(["-f", r"tests\.chaos\.proxy"], markers) == []
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
+@pytest.mark.skipif(not STRICT, reason="STRAND_CHAOS_STRICT=1 asserts that Strand passes")
+def test_strand_passes_every_check(short_run: RunResult) -> None:
+    report = short_run.report
+    out = io.StringIO()
+    print_summary(short_run, out)
+    assert not report.failed, out.getvalue()
+    assert not report.unavailable, out.getvalue()
