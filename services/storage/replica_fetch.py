@@ -35,6 +35,7 @@ from services.storage.errors import (
 )
 from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
+from strand.log.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,8 @@ class ReplicaFetchHandler:
                 partition_log = replica.log
                 result.log_end_offset = partition_log.log_end_offset
                 result.log_start_offset = partition_log.log_start_offset
-                diverging = _divergence(replica, request)
+                diverging = diverging_epoch(partition_log, request.last_fetched_epoch,
+                                            request.fetch_offset)
                 if diverging is not None:
                     result.diverging_epoch = diverging
                     result.high_watermark = partition_log.high_watermark
@@ -214,12 +216,14 @@ def _check_epoch(request: ReplicaFetchPartition, current: int) -> None:
             f"leader epoch {request.current_leader_epoch} of {name} is newer than {current}")
 
 
-def _divergence(replica: Replica, request: ReplicaFetchPartition) -> tuple[int, int] | None:
-    """(epoch, end offset) when the follower's log diverges from this one, else None."""
-    if request.last_fetched_epoch < 0:
+def diverging_epoch(leader_log: PartitionLog, last_fetched_epoch: int,
+                    fetch_offset: int) -> tuple[int, int] | None:
+    """(epoch, end offset) when a follower whose last batch has ``last_fetched_epoch``
+    and whose log ends at ``fetch_offset`` diverges from ``leader_log``, else None."""
+    if last_fetched_epoch < 0:
         return None
-    epoch, end = replica.log.end_offset_for_epoch(request.last_fetched_epoch)
-    if epoch < 0 or end < request.fetch_offset or epoch < request.last_fetched_epoch:
+    epoch, end = leader_log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < 0 or end < fetch_offset or epoch < last_fetched_epoch:
         return epoch, end
     return None
 

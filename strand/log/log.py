@@ -505,6 +505,9 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             if offset >= self._next_offset:
+                # No record to remove, but an epoch begun at the end (this replica led
+                # without appending) must go, or a divergence check would loop on it.
+                self.leader_epochs.truncate_from_end(offset)
                 return False
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)

@@ -318,14 +318,11 @@ def check(history: History) -> Report:
         row(fault.kind).injections += 1
         row(fault.kind).recovered += int(fault.recovered)
         if not fault.recovered:
-            crashed = f"; exited on their own: {', '.join(fault.crashed)}" if fault.crashed else ""
             unrecovered.append(f"{fault.kind} on {fault.target} at "
-                               f"{fault.t_inject - history.t_start:.1f}s: not recovered within "
-                               f"the timeout{crashed}")
+                               f"{fault.t_inject - history.t_start:.1f}s: "
+                               f"{_why_unrecovered(fault.crashed)}")
     if not history.final_recovered:
-        crashed = (f"; exited on their own: {', '.join(history.final_crashed)}"
-                   if history.final_crashed else "")
-        unrecovered.append(f"after the run: not recovered within the timeout{crashed}")
+        unrecovered.append(f"after the run: {_why_unrecovered(history.final_crashed)}")
     for send in history.sends:
         if send.outcome == OK:
             row(charge(send.t_done)).acked += 1
@@ -357,6 +354,12 @@ def check(history: History) -> Report:
     return report
 
 
+def _why_unrecovered(crashed: list[str]) -> str:
+    if crashed:
+        return f"exited on their own (restarted by the harness): {', '.join(crashed)}"
+    return "not healthy again within the recovery timeout"
+
+
 def _info(history: History) -> dict[str, Any]:
     outcomes: dict[str, int] = defaultdict(int)
     for send in history.sends:
@@ -369,6 +372,7 @@ def _info(history: History) -> dict[str, Any]:
     recovered = sum(1 for v in final_values if v in by_value
                     and by_value[v].outcome in (AMBIGUOUS, PENDING))
     return {
+        "elapsed_s": round(max(history.t_end - history.t_start, 0.0), 1),
         "sends": len(history.sends),
         "outcomes": dict(outcomes),
         "reads": len(history.reads),

@@ -42,8 +42,8 @@ from cluster_helpers import (  # noqa: E402 - needs the path above
     EtcdServer,
     ServiceProcess,
     free_port,
-    wait_until,
 )
+from cluster_helpers import wait_until as wait_until  # noqa: E402 - re-exported
 
 STORAGE_NODES = (1, 2, 3)
 CONTROLLERS = ("controller-0", "controller-1")

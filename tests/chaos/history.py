@@ -77,6 +77,7 @@ class History:
     topic: str
     partitions: int
     t_start: float
+    t_end: float = 0.0
     sends: list[Send] = field(default_factory=list)
     reads: list[Read] = field(default_factory=list)  # every reader, the final one too
     faults: list[FaultEvent] = field(default_factory=list)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -248,7 +249,7 @@ class ProxyServer:
         if op == "add":
             proxy = Proxy(str(message["name"]), int(message["listen"]), int(message["target"]))
             proxy.server = await asyncio.start_server(
-                lambda r, w, p=proxy: self._accept(p, r, w), "127.0.0.1", proxy.listen_port,
+                functools.partial(self._accept, proxy), "127.0.0.1", proxy.listen_port,
                 reuse_address=True)
             self.proxies[proxy.name] = proxy
             return {"ok": True}

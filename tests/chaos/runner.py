@@ -150,6 +150,7 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
         cluster.bootstrap, config.topic, config.partitions, reads, timeout=60, log=say)
     say(f"read back {sorted(history.final_complete)} to high watermarks {history.final_hw}")
     _check_replicas(cluster, config, history, say, final=True)
+    history.t_end = time.monotonic()
 
 
 def _inject_faults(cluster: ChaosCluster, config: ChaosConfig, history: History,

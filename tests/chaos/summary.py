@@ -32,8 +32,9 @@ def _cells(row: Row) -> list[str]:
 
 def build_table(result: RunResult) -> Table:
     config, report = result.config, result.report
-    title = (f"Strand chaos: {len(result.history.faults)} faults in "
-             f"{config.duration:g}s (seed {config.seed}), lease TTL {config.lease_ttl}s, "
+    title = (f"Strand chaos: {len(result.history.faults)} faults in a "
+             f"{report.info['elapsed_s']:g}s run (seed {config.seed}), lease TTL "
+             f"{config.lease_ttl}s, "
              f"RF {config.replication_factor}, min.insync.replicas "
              f"{config.min_insync_replicas}, acks=all, cut mode {config.cut_mode}")
     table = Table(title=title, title_justify="left")

@@ -19,6 +19,7 @@ each session appends only from its own thread, so a session's reads keep their o
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import threading
 import time
@@ -115,7 +116,7 @@ class Writer(threading.Thread):
             except Exception as exc:  # refused before it was queued: never sent
                 send.outcome, send.error, send.t_done = FAILED, _describe(exc), time.monotonic()
             else:
-                future.add_done_callback(lambda f, send=send: _complete(send, f))
+                future.add_done_callback(functools.partial(_complete, send))
             next_at += interval
             pause = next_at - time.monotonic()
             if pause > 0:

@@ -1,0 +1,170 @@
+"""Replication with real processes: RF 3, acks=all, min.insync.replicas=2.
+
+* Followers copy the leader's batches byte for byte, and the ISR is every replica.
+* SIGKILL of a partition leader mid-stream: the controller elects another in-sync
+  replica (after the lease TTL), producers retry there, and every acknowledged
+  record is read back at its acknowledged offset.
+* The killed node restarts, truncates what diverged, catches up and rejoins the ISR.
+* SIGTERM of a leader (controlled shutdown) fails no produce at all.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cluster_helpers import wait_until
+
+from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strand.producer import RecordFuture
+
+if TYPE_CHECKING:
+    from conftest import SdkCluster
+
+PARTITIONS = 3
+CONFIG = {"min.insync.replicas": "2"}
+
+
+def _describe(cluster: SdkCluster, topic: str) -> dict[int, tuple[int | None, tuple[int, ...]]]:
+    with Admin(cluster.bootstrap) as admin:
+        return {p.partition: (p.leader, p.isr)
+                for p in admin.describe_topics([topic])[0].partitions}
+
+
+def _log_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
+    directory = data_dir / f"{topic}-{partition}"
+    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+
+
+def _read_all(cluster: SdkCluster, topic: str) -> dict[tuple[int, int], bytes]:
+    seen: dict[tuple[int, int], bytes] = {}
+    with Consumer(cluster.bootstrap) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+                consumer.position(tp) < ends[tp] for tp in tps):
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    key = (record.partition, record.offset)
+                    assert key not in seen, f"offset {key} read twice"
+                    seen[key] = record.value or b""
+    return seen
+
+
+def _produce_through(cluster: SdkCluster, topic: str, count: int,
+                     fault: Callable[[], None]) -> list[RecordFuture]:
+    """Send ``count`` records (acks=all) and run ``fault`` a quarter of the way in."""
+    futures: list[RecordFuture] = []
+    quarter = threading.Event()
+    with Producer(cluster.bootstrap, acks="all", linger_ms=5, batch_size=8192,
+                  request_timeout_ms=8000, delivery_timeout_ms=60_000,
+                  retry_backoff_ms=100) as producer:
+        def produce() -> None:
+            for i in range(count):
+                futures.append(producer.send(topic, f"v{i}".encode(), partition=i % PARTITIONS))
+                if i == count // 4:
+                    quarter.set()
+                if i % 100 == 0:
+                    time.sleep(0.02)
+
+        writer = threading.Thread(target=produce)
+        writer.start()
+        assert quarter.wait(30)
+        fault()
+        writer.join(120)
+        assert not writer.is_alive()
+        producer.flush(timeout=90)
+    return futures
+
+
+def _check_acknowledged(cluster: SdkCluster, topic: str, futures: list[RecordFuture]) -> None:
+    """Every acknowledged record is read back at its acknowledged offset (record i was
+    sent with value ``v<i>``)."""
+    read = _read_all(cluster, topic)
+    lost, wrong = [], []
+    for i, future in enumerate(futures):
+        if future.exception() is not None:
+            continue
+        metadata = future.result()
+        where = (metadata.partition, metadata.offset)
+        if where not in read:
+            lost.append(where)
+        elif read[where] != f"v{i}".encode():
+            wrong.append((where, read[where]))
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    assert not wrong, f"{len(wrong)} offsets hold another record, e.g. {wrong[:5]}"
+
+
+def test_followers_copy_the_leader_byte_for_byte(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    cluster = sdk_cluster_factory(nodes=3)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("copied", PARTITIONS, 3, config=CONFIG)])
+    with Producer(cluster.bootstrap, acks="all", linger_ms=2, batch_size=4096) as producer:
+        futures = [producer.send("copied", b"x" * (i % 300), key=str(i).encode())
+                   for i in range(3000)]
+        producer.flush(timeout=60)
+    assert all(f.exception() is None for f in futures)
+    state = _describe(cluster, "copied")
+    assert all(sorted(isr) == [1, 2, 3] for _, isr in state.values()), state
+
+    def identical() -> bool:
+        return all(len({_log_bytes(cluster.tmp / f"data-{n}", "copied", p) for n in (1, 2, 3)})
+                   == 1 for p in range(PARTITIONS))
+
+    wait_until(identical, 20, "every replica's log to equal its leader's")
+    assert sum(len(_log_bytes(cluster.tmp / "data-1", "copied", p))
+               for p in range(PARTITIONS)) > 400_000
+
+
+def test_leader_sigkill_loses_no_acknowledged_record(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    cluster = sdk_cluster_factory(nodes=3)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("killed", PARTITIONS, 3, config=CONFIG)])
+    victim_id = _describe(cluster, "killed")[0][0]
+    assert victim_id is not None
+    victim = cluster.storage[victim_id - 1]
+    killed: list[float] = []
+
+    def kill() -> None:
+        victim.kill()
+        killed.append(time.monotonic())
+
+    futures = _produce_through(cluster, "killed", 3000, kill)
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    assert not failed, f"{len(failed)} records failed, e.g. {failed[0]!r}"
+    state = _describe(cluster, "killed")
+    assert all(leader not in (None, victim_id) for leader, _ in state.values()), state
+    assert all(victim_id not in isr for _, isr in state.values()), state
+    _check_acknowledged(cluster, "killed", futures)
+
+    # The node comes back: it catches up and rejoins every ISR.
+    cluster.storage[victim_id - 1] = cluster.storage_node(
+        victim_id, port=victim.listen_port).start()
+    wait_until(lambda: all(len(isr) == 3 for _, isr in _describe(cluster, "killed").values()),
+               40, "the restarted node to rejoin every ISR")
+    wait_until(lambda: all(
+        len({_log_bytes(cluster.tmp / f"data-{n}", "killed", p) for n in (1, 2, 3)}) == 1
+        for p in range(PARTITIONS)), 20, "the replicas to be identical again")
+
+
+def test_leader_sigterm_fails_no_produce(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    cluster = sdk_cluster_factory(nodes=3)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("moved", PARTITIONS, 3, config=CONFIG)])
+    victim_id = _describe(cluster, "moved")[0][0]
+    assert victim_id is not None
+    victim = cluster.storage[victim_id - 1]
+    futures = _produce_through(cluster, "moved", 3000, victim.stop)
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    assert not failed, f"{len(failed)} records failed, e.g. {failed[0]!r}"
+    assert victim.process is not None and victim.process.returncode == 0
+    _check_acknowledged(cluster, "moved", futures)
