@@ -44,6 +44,7 @@ class ProcessInfo:
     pid: int
     address: str
     log: str
+    args: tuple[str, ...] = ()  # the command line, to start it again (restart)
 
 
 @dataclass(slots=True)
@@ -74,7 +75,8 @@ class DevCluster:
         raw = json.loads(path.read_text())
         return cls(directory, raw.get("gateway", ""), raw.get("etcd", ""),
                    raw.get("cluster", CLUSTER_NAME), list(raw.get("storage", [])),
-                   [ProcessInfo(**p) for p in raw.get("processes", [])])
+                   [ProcessInfo(**{**p, "args": tuple(p.get("args", ()))})
+                    for p in raw.get("processes", [])])
 
 
 def default_directory() -> Path:
@@ -138,8 +140,10 @@ def _spawn(args: list[str], log_path: Path) -> int:
 
 
 def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
-       progress: Callable[[str], None] = lambda _: None) -> DevCluster:
-    """Start the cluster (or report the one already running there)."""
+       progress: Callable[[str], None] = lambda _: None, lease_ttl: int | None = None
+       ) -> DevCluster:
+    """Start the cluster (or report the one already running there). ``lease_ttl``
+    (seconds) overrides the services' default: how fast a dead process is noticed."""
     directory.mkdir(parents=True, exist_ok=True)
     existing = DevCluster.load(directory)
     if existing is not None and any(alive(p.pid) for p in existing.processes):
@@ -156,44 +160,45 @@ def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
     client_port, peer_port = _free_port(2379), _free_port(2380)
     cluster.etcd = f"127.0.0.1:{client_port}"
     progress(f"starting etcd on {cluster.etcd}")
-    pid = _spawn([etcd_binary, "--data-dir", str(directory / "etcd"), "--name", "dev",
-                  "--listen-client-urls", f"http://{cluster.etcd}",
-                  "--advertise-client-urls", f"http://{cluster.etcd}",
-                  "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-                  "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-                  "--initial-cluster", f"dev=http://127.0.0.1:{peer_port}"],
-                 logs / "etcd.log")
-    cluster.processes.append(ProcessInfo("etcd", "etcd", pid, cluster.etcd,
-                                         str(logs / "etcd.log")))
+    args: tuple[str, ...] = (etcd_binary, "--data-dir", str(directory / "etcd"), "--name", "dev",
+            "--listen-client-urls", f"http://{cluster.etcd}",
+            "--advertise-client-urls", f"http://{cluster.etcd}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster", f"dev=http://127.0.0.1:{peer_port}")
+    cluster.processes.append(ProcessInfo("etcd", "etcd", _spawn(list(args), logs / "etcd.log"),
+                                         cluster.etcd, str(logs / "etcd.log"), args))
     cluster.save()
     _wait(lambda: _port_open(client_port), 20, "etcd", logs)
 
     common = ["--etcd", cluster.etcd, "--cluster", cluster.cluster]
+    leased = [*common, "--lease-ttl", str(lease_ttl)] if lease_ttl else common
     for i in range(controllers):
         address = f"127.0.0.1:{_free_port()}"
         progress(f"starting controller-{i} on {address}")
         log_path = logs / f"controller-{i}.log"
-        pid = _spawn([python, "-m", "services.controller", *common, "--listen", address,
-                      "--id", f"controller-{i}"], log_path)
-        cluster.processes.append(ProcessInfo("controller", f"controller-{i}", pid, address,
-                                             str(log_path)))
+        args = (python, "-m", "services.controller", *leased, "--listen", address,
+                "--id", f"controller-{i}")
+        cluster.processes.append(ProcessInfo("controller", f"controller-{i}",
+                                             _spawn(list(args), log_path), address,
+                                             str(log_path), args))
     for node in range(1, storage_nodes + 1):
         address = f"127.0.0.1:{_free_port()}"
         progress(f"starting storage-{node} on {address} (rack {RACKS[(node - 1) % 3]})")
         log_path = logs / f"storage-{node}.log"
-        pid = _spawn([python, "-m", "services.storage", *common, "--listen", address,
-                      "--node-id", str(node), "--rack", RACKS[(node - 1) % len(RACKS)],
-                      "--data-dir", str(directory / f"storage-{node}")], log_path)
-        cluster.processes.append(ProcessInfo("storage", f"storage-{node}", pid, address,
-                                             str(log_path)))
+        args = (python, "-m", "services.storage", *leased, "--listen", address,
+                "--node-id", str(node), "--rack", RACKS[(node - 1) % len(RACKS)],
+                "--data-dir", str(directory / f"storage-{node}"))
+        cluster.processes.append(ProcessInfo("storage", f"storage-{node}",
+                                             _spawn(list(args), log_path), address,
+                                             str(log_path), args))
         cluster.storage.append(address)
     cluster.gateway = f"127.0.0.1:{_free_port(GATEWAY_PORT)}"
     progress(f"starting the gateway on {cluster.gateway}")
     log_path = logs / "gateway.log"
-    pid = _spawn([python, "-m", "services.gateway", *common, "--listen", cluster.gateway],
-                 log_path)
-    cluster.processes.append(ProcessInfo("gateway", "gateway", pid, cluster.gateway,
-                                         str(log_path)))
+    args = (python, "-m", "services.gateway", *common, "--listen", cluster.gateway)
+    cluster.processes.append(ProcessInfo("gateway", "gateway", _spawn(list(args), log_path),
+                                         cluster.gateway, str(log_path), args))
     cluster.save()
     for info in cluster.processes[1:]:
         _wait(lambda info=info: _check(info) and healthy(info.address), 60,  # type: ignore[misc]
@@ -202,6 +207,30 @@ def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
           "every storage node to register", logs)
     progress("cluster serving")
     return cluster
+
+
+def start_again(directory: Path, process_id: str, timeout: float = 60.0) -> ProcessInfo:
+    """Start a stopped (or killed) process of the cluster again with its own command
+    line, wait until it serves, and record its new pid."""
+    cluster = DevCluster.load(directory)
+    if cluster is None:
+        raise DevClusterError(f"no dev cluster in {directory}")
+    index = next((i for i, p in enumerate(cluster.processes) if p.id == process_id), None)
+    if index is None:
+        raise DevClusterError(f"no process {process_id!r} in the dev cluster")
+    info = cluster.processes[index]
+    if alive(info.pid):
+        raise DevClusterError(f"{process_id} is still running (pid {info.pid})")
+    if not info.args:
+        raise DevClusterError(f"{process_id} was started by an older version: run dev down/up")
+    restarted = ProcessInfo(info.role, info.id, _spawn(list(info.args), Path(info.log)),
+                            info.address, info.log, info.args)
+    cluster.processes[index] = restarted
+    cluster.save()
+    if info.role != "etcd":
+        _wait(lambda: _check(restarted) and healthy(restarted.address), timeout,
+              f"{process_id} to serve", Path(info.log).parent)
+    return restarted
 
 
 def _check(info: ProcessInfo) -> bool:

@@ -158,7 +158,7 @@ class LeaderFetcher:
         log.log(level, "leader refused a replica fetch", extra={
             "topic": result.topic, "partition": result.partition, "leader": self.leader,
             "error": ErrorCode(code).name if code in ErrorCode._value2member_map_ else code,
-            "message": result.error_message})
+            "detail": result.error_message})
         followed.retry_at = asyncio.get_running_loop().time() + RETRY_BACKOFF_S * 5
 
 
