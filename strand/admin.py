@@ -51,6 +51,7 @@ __all__ = [
     "ConfigValue",
     "NewTopic",
     "PartitionDescription",
+    "PartitionReassignment",
     "TopicDescription",
 ]
 
@@ -96,6 +97,19 @@ class ConfigValue:
     name: str
     value: str
     is_default: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """An ongoing reassignment: ``replicas`` is the target followed by the replicas
+    being removed; ``adding`` still copy the data."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+    isr: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +325,38 @@ class Admin:
                         and all(k not in current or current[k].is_default for k in to_delete))
 
             self._await_visible(applied, timeout_ms, f"alter_configs({topic!r})")
+
+    # ----------------------------------------------------------- reassignment
+
+    def alter_partition_reassignments(
+            self, reassignments: Mapping[tuple[str, int], Sequence[int] | None]) -> None:
+        """Move partitions to new replicas, or change their replication factor (KIP-455):
+        ``{(topic, partition): [target brokers, preferred leader first]}``; None cancels
+        an ongoing reassignment. Returns once started: the new replicas copy the data
+        (throttled), then the replica list switches (see list_partition_reassignments)."""
+        request = pb.AlterPartitionReassignmentsRequest()
+        for (topic, partition), target in reassignments.items():
+            _check_name(topic)
+            request.partitions.add(topic=topic, partition=int(partition),
+                                   replicas=[int(r) for r in target or ()],
+                                   cancel=target is None)
+        response = self._call(self._stub.AlterPartitionReassignments, request,
+                              "AlterPartitionReassignments")
+        failed = [r for r in response.partitions if r.error_code != ErrorCode.NONE]
+        if failed:
+            first = failed[0]
+            raise error_for(first.error_code, f"cannot reassign {first.topic}-{first.partition}: "
+                            f"{first.error_message}" + (f" [and {len(failed) - 1} more]"
+                                                        if len(failed) > 1 else ""))
+
+    def list_partition_reassignments(self, topics: Sequence[str] = ()
+                                     ) -> list[PartitionReassignment]:
+        response = self._call(self._stub.ListPartitionReassignments,
+                              pb.ListPartitionReassignmentsRequest(topics=list(topics)),
+                              "ListPartitionReassignments")
+        return [PartitionReassignment(r.topic, r.partition, tuple(r.replicas), tuple(r.adding),
+                                      tuple(r.removing), tuple(r.isr))
+                for r in response.reassignments]
 
     # ----------------------------------------------------------------- cluster
 

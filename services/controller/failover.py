@@ -5,7 +5,9 @@
   a returning broker leads again partitions left leaderless with it in the ISR;
 * apply the ISR changes partition leaders ask for (AlterPartition);
 * controlled shutdown: move a stopping broker's leaderships away before it exits;
-* restore preferred leaders every ``preferred_leader_interval_s``.
+* restore preferred leaders every ``preferred_leader_interval_s``;
+* start, complete and cancel partition reassignments (KIP-455): a reassignment
+  completes on the first metadata change after its new replicas are all in sync.
 
 Decisions are the pure functions of :mod:`services.controller.leadership`; every
 write is a compare-and-swap on the partition record's etcd revision, fenced by the
@@ -20,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from services.controller import reassignment
 from services.controller.leadership import (
     IsrChange,
     apply_isr_change,
@@ -40,8 +43,8 @@ from strand.log.config import TOPIC_CONFIG
 log = logging.getLogger(__name__)
 
 READ_YOUR_WRITES_TIMEOUT_S = 10.0
-# A broker in controlled shutdown is forgotten when its registration disappears (a
-# clean stop revokes the lease), or after this long if it never stopped.
+# A broker in controlled shutdown is forgotten when its registration disappears or
+# is replaced (it stopped, or stopped and started again), or after this long.
 SHUTDOWN_MEMORY_S = 120.0
 
 Decision = Callable[[PartitionRecord], PartitionRecord | None]
@@ -53,7 +56,8 @@ class PartitionStateKeeper:
         self.cache = cache
         self.lock = lock  # shared with topic admin: one metadata decision at a time
         self.preferred_leader_interval_s = preferred_leader_interval_s
-        self._shutting_down: dict[int, float] = {}  # broker -> monotonic time it asked
+        # broker -> (monotonic time it asked, its registration's incarnation then)
+        self._shutting_down: dict[int, tuple[float, int]] = {}
         self._incarnations: dict[int, int] | None = None  # last seen registrations
 
     # -- the active controller's loop ---------------------------------------------------------
@@ -83,8 +87,10 @@ class PartitionStateKeeper:
     def _live(self) -> set[int]:
         live = set(self.cache.brokers)
         now = time.monotonic()
-        for broker, since in list(self._shutting_down.items()):
-            if broker not in live or now - since > SHUTDOWN_MEMORY_S:
+        incarnations = self.cache.broker_incarnations
+        for broker, (since, incarnation) in list(self._shutting_down.items()):
+            if (broker not in live or incarnations.get(broker) != incarnation
+                    or now - since > SHUTDOWN_MEMORY_S):
                 del self._shutting_down[broker]
         return live
 
@@ -103,13 +109,20 @@ class PartitionStateKeeper:
         previous, self._incarnations = self._incarnations, current
         if previous is None:  # just became active: nothing to compare with
             return set()
-        return {b for b, rev in current.items() if b in previous and previous[b] != rev}
+        brokers = self.cache.brokers
+        return {b for b, rev in current.items() if b in previous and previous[b] != rev
+                and not brokers[b].shutting_down}  # a re-put marking a clean stop
+
+    def _stopping(self) -> set[int]:
+        """Brokers in controlled shutdown: asked us, or marked their registration."""
+        marked = {b for b, reg in self.cache.brokers.items() if reg.shutting_down}
+        return set(self._shutting_down) | marked
 
     async def react_to_brokers(self, writer: MetadataWriter) -> int:
         """Elect leaders and shrink ISRs after membership changes; returns changes made."""
         async with self.lock:
             live = self._live()
-            stopping = set(self._shutting_down)
+            stopping = self._stopping()
             restarted = self._restarted()
             changes = 0
             if restarted:
@@ -118,22 +131,48 @@ class PartitionStateKeeper:
                 up = live - restarted
                 changes += await self._apply_all(writer, lambda r: elect_leader(
                     r, up, unclean=self._unclean(r.topic), shutting_down=stopping))
-            return changes + await self._apply_all(writer, lambda r: elect_leader(
+            changes += await self._apply_all(writer, lambda r: elect_leader(
                 r, live, unclean=self._unclean(r.topic), shutting_down=stopping))
+            return changes + await self._apply_all(
+                writer, lambda r: reassignment.complete(r, live))
+
+    async def reassign(self, writer: MetadataWriter, topic: str, partition: int,
+                       target: list[int] | None) -> PartitionRecord:
+        """Start a reassignment to ``target`` (None: cancel the ongoing one)."""
+        async with self.lock:
+            tp = (topic, partition)
+            current = self.cache.partitions.get(tp)
+            record = self.cache.topics.get(topic)
+            if current is None or record is None or partition >= record.partitions:
+                raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}")
+            live = self._live()
+            updated = (reassignment.cancel(current, live) if target is None
+                       else reassignment.start(current, target, live))
+            if updated is current:
+                return current
+            revision = await writer.update_partition(updated, self.cache.partition_revisions[tp])
+            if revision is None:
+                raise InvalidUpdateVersionError(f"{topic}-{partition} changed meanwhile; retry")
+            await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            log.info("reassignment " + ("cancelled" if target is None else "started"), extra={
+                "topic": topic, "partition": partition, "replicas": list(updated.replicas),
+                "adding": list(updated.adding), "removing": list(updated.removing)})
+            return updated
 
     async def restore_preferred_leaders(self, writer: MetadataWriter) -> int:
         async with self.lock:
             live = self._live()
-            stopping = set(self._shutting_down)
+            stopping = self._stopping()
             return await self._apply_all(writer, lambda r: preferred_leader(r, live, stopping))
 
     async def controlled_shutdown(self, writer: MetadataWriter, broker: int) -> int:
         """Move ``broker``'s leaderships away and take it out of every ISR; returns how
         many partitions it still leads (nobody else in sync to take over)."""
         async with self.lock:
-            self._shutting_down.setdefault(broker, time.monotonic())
+            self._shutting_down.setdefault(
+                broker, (time.monotonic(), self.cache.broker_incarnations.get(broker, -1)))
             live = self._live()
-            stopping = set(self._shutting_down)
+            stopping = self._stopping()
             await self._apply_all(writer, lambda r: move_leadership_away(
                 r, broker, live, stopping) if broker in r.isr or r.leader == broker else None)
             return sum(1 for r in self._served() if r.leader == broker)
@@ -146,7 +185,8 @@ class PartitionStateKeeper:
             current = self.cache.partitions.get(tp)
             if current is None or topic not in self.cache.topics:
                 raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}")
-            updated = apply_isr_change(current, change, self._live(), set(self._shutting_down))
+            live = self._live()
+            updated = apply_isr_change(current, change, live, self._stopping())
             if updated is current:
                 return current
             revision = await writer.update_partition(updated, self.cache.partition_revisions[tp])

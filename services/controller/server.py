@@ -39,7 +39,7 @@ from strand.cluster.etcd import (
 )
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
-from strand.errors import ErrorCode, NotControllerError, StrandError
+from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
 from strand.service import telemetry
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2 as pb_ctl
@@ -182,6 +182,31 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             response.error_message = str(exc)
         log.info("controlled shutdown", extra={
             "broker": request.broker_id, "remaining": response.remaining_leaderships})
+        return response
+
+
+    async def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        response = pb.AlterPartitionReassignmentsResponse()
+        for part in request.partitions:
+            out = response.partitions.add(topic=part.topic, partition=part.partition)
+            writer = self.writer
+            try:
+                if writer is None:
+                    raise NotControllerError("not the active controller")
+                if part.cancel and part.replicas:
+                    raise InvalidRequestError("give either target replicas or cancel, not both")
+                await self.partitions.reassign(writer, part.topic, part.partition,
+                                               None if part.cancel else list(part.replicas))
+            except StrandError as exc:
+                out.error_code = pb.ErrorCode.Value(exc.code.name)
+                out.error_message = str(exc)
+            except Exception as exc:
+                log.exception("reassignment failed", extra={"topic": part.topic,
+                                                            "partition": part.partition})
+                out.error_code = pb.ErrorCode.Value(ErrorCode.UNKNOWN_SERVER_ERROR.name)
+                out.error_message = f"{type(exc).__name__}: {exc}"
         return response
 
 

@@ -311,9 +311,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def _to_controller(self, call: Callable[[controller_pb2_grpc.ControllerStub],
                                                   Awaitable[Response]],
-                             names: list[str], empty: Callable[[list[pb.TopicResult]], Response]
+                             failed: Callable[[Any, str], Response]
                              ) -> Response:
-        """Forward to the active controller; if it just changed, wait for the new one once."""
+        """Forward to the active controller; if it just changed, wait for the new one.
+        ``failed(code, message)`` builds the answer when no controller takes it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CONTROLLER_WAIT_S
         while True:
@@ -325,7 +326,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 except grpc.aio.AioRpcError as exc:
                     failure = f"controller {controller.address}: {exc.code().name}"
                 else:
-                    results = getattr(response, "topics", [])
+                    results = [*getattr(response, "topics", ()),
+                               *getattr(response, "partitions", ())]
                     if not any(r.error_code == _code(ErrorCode.NOT_CONTROLLER) for r in results):
                         return response
                     failure = "the controller changed during the request"
@@ -333,34 +335,65 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 failure = "no active controller"
             remaining = deadline - loop.time()
             if remaining <= 0:
-                return empty([pb.TopicResult(name=n, error_code=_code(ErrorCode.NOT_CONTROLLER),
-                                             error_message=failure) for n in names])
+                return failed(_code(ErrorCode.NOT_CONTROLLER), failure)
             await self.cache.wait_changed(min(remaining, 1.0))
 
     async def CreateTopics(self, request: pb.CreateTopicsRequest,
                            context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
         return await self._to_controller(
-            lambda stub: stub.CreateTopics(request, timeout=30), [t.name for t in request.topics],
-            lambda results: pb.CreateTopicsResponse(topics=results))
+            lambda stub: stub.CreateTopics(request, timeout=30),
+            lambda code, why: pb.CreateTopicsResponse(topics=_failed_topics(
+                [t.name for t in request.topics], code, why)))
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
                            context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
         return await self._to_controller(
-            lambda stub: stub.DeleteTopics(request, timeout=30), list(request.topics),
-            lambda results: pb.DeleteTopicsResponse(topics=results))
+            lambda stub: stub.DeleteTopics(request, timeout=30),
+            lambda code, why: pb.DeleteTopicsResponse(topics=_failed_topics(
+                list(request.topics), code, why)))
 
     async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
                                context: grpc.aio.ServicerContext) -> pb.CreatePartitionsResponse:
         return await self._to_controller(
             lambda stub: stub.CreatePartitions(request, timeout=30),
-            [t.name for t in request.topics],
-            lambda results: pb.CreatePartitionsResponse(topics=results))
+            lambda code, why: pb.CreatePartitionsResponse(topics=_failed_topics(
+                [t.name for t in request.topics], code, why)))
 
     async def AlterConfigs(self, request: pb.AlterConfigsRequest,
                            context: grpc.aio.ServicerContext) -> pb.AlterConfigsResponse:
         return await self._to_controller(
-            lambda stub: stub.AlterConfigs(request, timeout=30), [t.name for t in request.topics],
-            lambda results: pb.AlterConfigsResponse(topics=results))
+            lambda stub: stub.AlterConfigs(request, timeout=30),
+            lambda code, why: pb.AlterConfigsResponse(topics=_failed_topics(
+                [t.name for t in request.topics], code, why)))
+
+    async def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        return await self._to_controller(
+            lambda stub: stub.AlterPartitionReassignments(request, timeout=30),
+            lambda code, why: pb.AlterPartitionReassignmentsResponse(partitions=[
+                pb.PartitionResult(topic=p.topic, partition=p.partition, error_code=code,
+                                   error_message=why) for p in request.partitions]))
+
+    async def ListPartitionReassignments(
+        self, request: pb.ListPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPartitionReassignmentsResponse:
+        wanted = set(request.topics)
+        response = pb.ListPartitionReassignmentsResponse()
+        for name in sorted(self.cache.topics):
+            if wanted and name not in wanted:
+                continue
+            for part in self.cache.partitions_of(name):
+                if part.reassigning:
+                    response.reassignments.add(
+                        topic=name, partition=part.partition, replicas=part.replicas,
+                        adding=part.adding, removing=part.removing, isr=part.isr)
+        return response
+
+
+def _failed_topics(names: list[str], code: Any,
+                   message: str) -> list[pb.TopicResult]:
+    return [pb.TopicResult(name=n, error_code=code, error_message=message) for n in names]
 
 
 class GatewayProcess:

@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
     parser.add_argument("--controlled-shutdown-timeout", type=float,
                         default=float(env("STRAND_CONTROLLED_SHUTDOWN_TIMEOUT", "30")),
                         help="seconds SIGTERM waits for leaderships to move away")
+    parser.add_argument("--reassignment-throttle", type=float,
+                        default=float(env("STRAND_REASSIGNMENT_THROTTLE_MB", "50")),
+                        help="MiB/s a node copies for replicas a reassignment adds to it")
     args = parser.parse_args(argv)
     if args.node_id is None or int(args.node_id) < 0:
         parser.error("--node-id (or STRAND_NODE_ID) must be given and be >= 0")
@@ -55,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         split_host_port(advertise)
     except ValueError as exc:
         parser.error(f"--advertise: {exc}")
+    if args.reassignment_throttle <= 0:
+        parser.error("--reassignment-throttle must be positive")
     if args.lease_ttl < 1 or args.io_threads < 1 or args.maintenance_interval <= 0:
         parser.error("--lease-ttl, --io-threads and --maintenance-interval must be positive")
     return StorageSettings(
@@ -65,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         io_threads=args.io_threads, shutdown_grace_s=args.shutdown_grace,
         metrics_port=args.metrics_port, replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         controlled_shutdown_timeout_s=args.controlled_shutdown_timeout,
+        reassignment_throttle_bytes_per_s=args.reassignment_throttle * 1024 * 1024,
     )
 
 

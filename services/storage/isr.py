@@ -26,6 +26,10 @@ from strand.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+# After a refused or lost proposal, the next one waits this long (the metadata that
+# explains the refusal usually arrives meanwhile).
+REFUSED_BACKOFF_MS = 500.0
+
 
 @dataclass(frozen=True, slots=True)
 class IsrProposal:
@@ -67,7 +71,8 @@ class IsrManager:
         state = replica.leader_state
         if state is None:
             return
-        proposal = state.expand_proposal(broker, replica.log.high_watermark)
+        proposal = state.expand_proposal(broker, replica.log.high_watermark,
+                                         self.manager.clock(), self.manager.isr_eligible)
         if proposal is not None:
             self._propose(replica, proposal, "expand")
 
@@ -114,20 +119,20 @@ class IsrManager:
             log.warning("ISR change not sent", extra={
                 "topic": proposal.topic, "partition": proposal.partition, "error": str(exc)})
             if state is not None and replica.leader_state is state:
-                state.proposal_failed()
+                state.proposal_failed(self.manager.clock(), REFUSED_BACKOFF_MS)
             return
         if state is None or replica.leader_state is not state:
             return  # leadership moved on meanwhile
         answer = next((a for a in answers if (a.topic, a.partition)
                        == (proposal.topic, proposal.partition)), None)
         if answer is None or answer.error_code != ErrorCode.NONE:
-            state.proposal_failed()
+            state.proposal_failed(self.manager.clock(), REFUSED_BACKOFF_MS)
             log.info("ISR change refused", extra={
                 "topic": proposal.topic, "partition": proposal.partition,
                 "error": answer.error_message if answer else "no answer"})
             return
         if answer.leader != state.leader or answer.leader_epoch != state.leader_epoch:
-            state.proposal_failed()
+            state.proposal_failed(self.manager.clock(), REFUSED_BACKOFF_MS)
             return
         state.apply_record(replica.record.replicas, answer.isr, answer.partition_epoch,
                            self.manager.clock())

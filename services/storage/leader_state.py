@@ -11,7 +11,9 @@ Pure and synchronous: the caller passes the leader's log end offset and the time
 * HW = the minimum log end offset over the leader, the ISR (plus replicas a pending
   expansion adds) and any other follower caught up within ``lag_max_ms``; it never
   moves back, and it waits while an ISR member's offset is still unknown (a new
-  leader has not heard from it yet).
+  leader has not heard from it yet). A follower taken out of the ISR stops counting
+  until it catches up again (Kafka's "ISR-eligible" rule): a broker the controller
+  removed because it died or is shutting down must not hold the HW back.
 * Shrink: ISR followers not caught up within ``lag_max_ms``. Expand: followers
   outside the ISR whose log end offset reached the HW and the start of the
   leader's epoch. One change is in flight at a time; until it is committed the
@@ -20,16 +22,23 @@ Pure and synchronous: the caller passes the leader's log end offset and the time
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 UNKNOWN_OFFSET = -1
+NEVER = -math.inf  # a follower that has not been caught up (since it last left the ISR)
+
+
+def _always(_: int) -> bool:
+    return True
 
 
 @dataclass(slots=True)
 class FollowerState:
     broker: int
     log_end_offset: int = UNKNOWN_OFFSET
-    last_caught_up_ms: float = 0.0
+    last_caught_up_ms: float = NEVER
     last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
     last_fetch_ms: float = 0.0
 
@@ -43,6 +52,7 @@ class LeaderState:
     epoch_start_offset: int  # the leader's log end offset when this epoch began
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
+    next_proposal_ms: float = 0.0  # a refused proposal is not repeated before this
 
     @classmethod
     def begin(cls, leader: int, replicas: tuple[int, ...], isr: tuple[int, ...],
@@ -51,7 +61,7 @@ class LeaderState:
         """A fresh leadership: ISR followers get a full lag period before they can be
         shrunk (they have not had a chance to fetch yet)."""
         followers = {
-            r: FollowerState(r, last_caught_up_ms=now_ms if r in isr else 0.0)
+            r: FollowerState(r, last_caught_up_ms=now_ms if r in isr else NEVER)
             for r in replicas if r != leader
         }
         return cls(leader, leader_epoch, partition_epoch, tuple(isr), epoch_start_offset,
@@ -72,6 +82,12 @@ class LeaderState:
             if r not in replicas:
                 del self.followers[r]
         changed = tuple(isr) != self.isr
+        for removed in set(self.isr) - set(isr):
+            state = self.followers.get(removed)
+            if state is not None:
+                # Taken out (by the controller: dead or shutting down, or by our own
+                # shrink): it must catch up again before it holds the HW back.
+                state.last_caught_up_ms = NEVER
         self.isr = tuple(isr)
         if partition_epoch > self.partition_epoch:
             self.pending_isr = None
@@ -81,8 +97,10 @@ class LeaderState:
     def propose(self, new_isr: tuple[int, ...]) -> None:
         self.pending_isr = tuple(new_isr)
 
-    def proposal_failed(self) -> None:
+    def proposal_failed(self, now_ms: float = 0.0, backoff_ms: float = 0.0) -> None:
+        """The proposal was refused or lost: no new one before ``backoff_ms`` from now."""
         self.pending_isr = None
+        self.next_proposal_ms = now_ms + backoff_ms
 
     @property
     def maximal_isr(self) -> set[int]:
@@ -110,13 +128,16 @@ class LeaderState:
     # -- high watermark -----------------------------------------------------------------------
 
     def high_watermark(self, current: int, leader_end_offset: int, now_ms: float,
-                       lag_max_ms: float) -> int:
-        """The new high watermark (never below ``current``)."""
+                       lag_max_ms: float, eligible: Callable[[int], bool] = _always) -> int:
+        """The new high watermark (never below ``current``). ``eligible(broker)``: the
+        broker is alive and not shutting down, so an out-of-ISR follower of it that is
+        caught up may join the ISR soon and holds the HW back meanwhile."""
         candidate = leader_end_offset
         members = self.maximal_isr
         for state in self.followers.values():
             in_isr = state.broker in members
-            recently_caught_up = now_ms - state.last_caught_up_ms <= lag_max_ms
+            recently_caught_up = (now_ms - state.last_caught_up_ms <= lag_max_ms
+                                  and eligible(state.broker))
             if not (in_isr or recently_caught_up):
                 continue
             if state.log_end_offset == UNKNOWN_OFFSET:
@@ -135,16 +156,19 @@ class LeaderState:
                 and now_ms - state.last_caught_up_ms > lag_max_ms]
 
     def shrink_proposal(self, now_ms: float, lag_max_ms: float) -> tuple[int, ...] | None:
-        if self.pending_isr is not None:
+        if self.pending_isr is not None or now_ms < self.next_proposal_ms:
             return None
         lagging = self.lagging(now_ms, lag_max_ms)
         if not lagging:
             return None
         return tuple(r for r in self.isr if r not in lagging)
 
-    def expand_proposal(self, broker: int, high_watermark: int) -> tuple[int, ...] | None:
-        """The ISR with ``broker`` added, if it has caught up (and no change is pending)."""
-        if self.pending_isr is not None or broker in self.isr:
+    def expand_proposal(self, broker: int, high_watermark: int, now_ms: float = 0.0,
+                        eligible: Callable[[int], bool] = _always) -> tuple[int, ...] | None:
+        """The ISR with ``broker`` added, if it has caught up and is eligible (alive, not
+        shutting down), and no change is pending."""
+        if (self.pending_isr is not None or broker in self.isr
+                or now_ms < self.next_proposal_ms or not eligible(broker)):
             return None
         state = self.followers.get(broker)
         if state is None or state.log_end_offset == UNKNOWN_OFFSET:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 
 from strand.cluster.etcd import EtcdServices, LeaseKeeper
@@ -68,6 +69,19 @@ class BrokerRegistrar:
                         extra={"key": self.key, "lease": f"{lease.lease_id:x}"})
             await lease.stop(revoke=False)
             self._lease = None
+
+    async def mark_shutting_down(self) -> None:
+        """Tell the cluster this node is stopping (same key, same lease): leaders stop
+        waiting for it, the controller moves its leaderships."""
+        lease = self._lease
+        if lease is None:
+            return
+        self.registration = dataclasses.replace(self.registration, shutting_down=True)
+        try:
+            await self.etcd.kv.put(self.key, self.registration.to_json(), lease=lease.lease_id)
+        except Exception as exc:
+            log.warning("could not mark the registration as shutting down",
+                        extra={"key": self.key, "error": repr(exc)})
 
     async def stop(self) -> None:
         """Stop renewing and revoke the lease: the registration is deleted at once."""

@@ -14,6 +14,10 @@ long-polling ReplicaFetch call at a time, and for each partition of the answer:
 A partition's state carries the leader epoch it follows under; answers for an older
 leadership are dropped, so a role change never races an append. Appends and
 truncations take the replica's append lock and run in disk threads.
+
+Replicas being added by a reassignment copy at most ``throttle_bytes_per_s`` (one
+token bucket for the node), so moving a partition does not starve the traffic of
+the partitions already in sync.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 MAX_WAIT_MS = 500
 MAX_BYTES = 16 * 1024 * 1024
 PARTITION_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_THROTTLE_BYTES_PER_S = 50 * 1024 * 1024
 RETRY_BACKOFF_S = 0.2
 RETRY_BACKOFF_MAX_S = 2.0
 _RETRY_LATER = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
@@ -53,6 +59,29 @@ class ReplicaFetchClient(Protocol):
 
     async def replica_fetch(self, leader: int,
                             params: ReplicaFetchParams) -> Sequence[ReplicaFetchResult]: ...
+
+
+class ByteRateThrottle:
+    """A token bucket of bytes per second (burst: one second's worth)."""
+
+    def __init__(self, bytes_per_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = bytes_per_s
+        self._clock = clock
+        self._tokens = bytes_per_s
+        self._at = clock()
+
+    def available(self) -> float:
+        now = self._clock()
+        self._tokens = min(self.rate, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        return self._tokens
+
+    def consume(self, size: int) -> None:
+        self.available()
+        self._tokens -= size
+
+    def seconds_until_available(self) -> float:
+        return max(0.0, -self.available() / self.rate) + 0.01
 
 
 @dataclass(slots=True)
@@ -77,7 +106,22 @@ class LeaderFetcher:
         backoff = RETRY_BACKOFF_S
         while self.partitions:
             now = loop.time()
-            wanted = [f for f in self.partitions.values() if f.retry_at <= now]
+            throttle = self.owner.throttle
+            node = self.owner.manager.node_id
+            wanted, requests, throttled = [], [], False
+            for f in self.partitions.values():
+                if f.retry_at > now:
+                    continue
+                limit = PARTITION_MAX_BYTES
+                if node in f.replica.record.adding:  # copying for a reassignment
+                    allowance = throttle.available()
+                    if allowance <= 0:
+                        f.retry_at = now + throttle.seconds_until_available()
+                        continue
+                    limit = max(1, min(limit, int(allowance)))
+                    throttled = True
+                wanted.append(f)
+                requests.append(self._request(f, limit))
             if not wanted:
                 soonest = min(f.retry_at for f in self.partitions.values())
                 self.changed.clear()
@@ -86,7 +130,7 @@ class LeaderFetcher:
                 continue
             params = ReplicaFetchParams(
                 replica_id=self.owner.manager.node_id, max_wait_ms=MAX_WAIT_MS, min_bytes=1,
-                max_bytes=MAX_BYTES, partitions=[self._request(f) for f in wanted])
+                max_bytes=MAX_BYTES, partitions=requests)
             try:
                 results = await self.owner.client.replica_fetch(self.leader, params)
             except asyncio.CancelledError:
@@ -99,12 +143,16 @@ class LeaderFetcher:
                 continue
             backoff = RETRY_BACKOFF_S
             followed = {(f.replica.topic, f.replica.partition): f for f in wanted}
+            if throttled:
+                throttle.consume(sum(len(r.records) for r in results
+                                     if (r.topic, r.partition) in followed and node in
+                                     followed[(r.topic, r.partition)].replica.record.adding))
             await asyncio.gather(*(
                 self._handle(followed[(r.topic, r.partition)], r) for r in results
                 if (r.topic, r.partition) in followed))
 
     @staticmethod
-    def _request(followed: _Followed) -> ReplicaFetchPartition:
+    def _request(followed: _Followed, max_bytes: int) -> ReplicaFetchPartition:
         replica = followed.replica
         partition_log = replica.log
         return ReplicaFetchPartition(
@@ -112,7 +160,7 @@ class LeaderFetcher:
             fetch_offset=partition_log.log_end_offset,
             current_leader_epoch=followed.leader_epoch,
             last_fetched_epoch=partition_log.last_epoch,
-            partition_max_bytes=PARTITION_MAX_BYTES,
+            partition_max_bytes=max_bytes,
             log_start_offset=partition_log.log_start_offset)
 
     def _current(self, followed: _Followed) -> bool:
@@ -189,10 +237,12 @@ class ReplicaFetchers:
     """The follower role of the replica manager: which replicas follow whom."""
 
     def __init__(self, manager: ReplicaManager, disk: DiskExecutor,
-                 client: ReplicaFetchClient) -> None:
+                 client: ReplicaFetchClient, *,
+                 throttle_bytes_per_s: float = DEFAULT_THROTTLE_BYTES_PER_S) -> None:
         self.manager = manager
         self.disk = disk
         self.client = client
+        self.throttle = ByteRateThrottle(throttle_bytes_per_s)
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[tuple[str, int], tuple[int, _Followed]] = {}
 

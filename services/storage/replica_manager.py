@@ -280,6 +280,11 @@ class ReplicaManager:
             "high_watermark": partition_log.high_watermark})
         self.maybe_advance_high_watermark(replica)
 
+    def isr_eligible(self, broker: int) -> bool:
+        """Alive (registered) and not shutting down: may be in, or join, an ISR."""
+        registration = self.cache.brokers.get(broker)
+        return registration is not None and not registration.shutting_down
+
     def maybe_advance_high_watermark(self, replica: Replica) -> int:
         """Move a led replica's high watermark as far as its followers allow; wake the
         consumers and acks=all appends that were waiting for it. Returns the HW."""
@@ -289,7 +294,7 @@ class ReplicaManager:
         if state is None:
             return current
         wanted = state.high_watermark(current, partition_log.log_end_offset, self.clock(),
-                                      self.replica_lag_time_max_ms)
+                                      self.replica_lag_time_max_ms, self.isr_eligible)
         if wanted > current:
             current = partition_log.update_high_watermark(wanted)
             replica.high_watermark_moved(current)

@@ -36,7 +36,7 @@ from services.storage.replica_fetch import (
     ReplicaFetchPartition,
     ReplicaFetchResult,
 )
-from services.storage.replica_fetcher import ReplicaFetchers
+from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, ReplicaFetchers
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -69,6 +69,7 @@ class StorageSettings:
     metrics_port: int = 0
     replica_lag_time_max_ms: float = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     controlled_shutdown_timeout_s: float = 30.0
+    reassignment_throttle_bytes_per_s: float = DEFAULT_THROTTLE_BYTES_PER_S
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -209,7 +210,9 @@ class StorageProcess:
         manager = ReplicaManager(settings.node_id, settings.data_dir, self.cache, disk,
                                  replica_lag_time_max_ms=settings.replica_lag_time_max_ms)
         peers = PeerClients(self.cache, settings.node_id)
-        fetchers = ReplicaFetchers(manager, disk, peers)
+        fetchers = ReplicaFetchers(
+            manager, disk, peers,
+            throttle_bytes_per_s=settings.reassignment_throttle_bytes_per_s)
         manager.followers = fetchers
         isr = IsrManager(manager, peers)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
@@ -244,6 +247,7 @@ class StorageProcess:
             await self._stopping.wait()
             log.info("stopping")
             if registrar.registered.is_set():
+                await registrar.mark_shutting_down()
                 await _controlled_shutdown(manager, peers,
                                            settings.controlled_shutdown_timeout_s)
         finally:

@@ -24,7 +24,8 @@ class MetadataCache:
     def __init__(self, keys: KeySpace) -> None:
         self.keys = keys
         self.brokers: dict[int, BrokerRegistration] = {}
-        # create revision of each broker's registration: a new one means it restarted.
+        # etcd mod revision of each broker's registration (written once per lease): a
+        # new one means the broker registered again, i.e. restarted.
         self.broker_incarnations: dict[int, int] = {}
         self.topics: dict[str, TopicRecord] = {}
         self.partitions: dict[tuple[str, int], PartitionRecord] = {}
@@ -45,7 +46,7 @@ class MetadataCache:
                     self.broker_incarnations.pop(parsed.node_id, None)
                 else:
                     self.brokers[parsed.node_id] = BrokerRegistration.from_json(value)
-                    self.broker_incarnations[parsed.node_id] = create_revision
+                    self.broker_incarnations[parsed.node_id] = revision
             elif parsed.kind == "topic":
                 if value is None:
                     self.topics.pop(parsed.topic, None)

@@ -25,18 +25,25 @@ class BrokerRegistration:
     host: str
     port: int
     rack: str | None = None
+    # Set by the node itself when it begins a controlled shutdown: leaders stop
+    # counting it for the high watermark and the controller moves its leaderships.
+    shutting_down: bool = False
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
     def to_json(self) -> bytes:
-        return _dump(asdict(self))
+        raw = asdict(self)
+        if not self.shutting_down:
+            del raw["shutting_down"]
+        return _dump(raw)
 
     @classmethod
     def from_json(cls, data: bytes) -> BrokerRegistration:
         raw = json.loads(data)
-        return cls(int(raw["node_id"]), str(raw["host"]), int(raw["port"]), raw.get("rack"))
+        return cls(int(raw["node_id"]), str(raw["host"]), int(raw["port"]), raw.get("rack"),
+                   bool(raw.get("shutting_down", False)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +77,10 @@ class PartitionRecord:
 
     ``replicas`` is ordered: the first is the preferred leader. Every change bumps
     ``partition_epoch`` (compare-and-swap in etcd); every leader change bumps
-    ``leader_epoch`` (stamped on batches, KIP-101).
+    ``leader_epoch`` (stamped on batches, KIP-101). During a reassignment (KIP-455)
+    ``replicas`` holds the target replicas followed by the ones being removed;
+    ``adding`` are target replicas still copying the data, ``removing`` the replicas
+    that go once every adding one is in the ISR.
     """
 
     topic: str
@@ -80,11 +90,23 @@ class PartitionRecord:
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int = 0
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
 
     def to_json(self) -> bytes:
         raw = asdict(self)
-        raw["replicas"] = list(self.replicas)
-        raw["isr"] = list(self.isr)
+        for name in ("replicas", "isr", "adding", "removing"):
+            raw[name] = list(getattr(self, name))
+        if not self.reassigning:
+            del raw["adding"], raw["removing"]
         return _dump(raw)
 
     @classmethod
@@ -98,6 +120,8 @@ class PartitionRecord:
             leader_epoch=int(raw["leader_epoch"]),
             isr=tuple(int(r) for r in raw["isr"]),
             partition_epoch=int(raw.get("partition_epoch", 0)),
+            adding=tuple(int(r) for r in raw.get("adding", ())),
+            removing=tuple(int(r) for r in raw.get("removing", ())),
         )
 
 

@@ -65,6 +65,11 @@ class ControllerStub:
                 request_serializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/strand.v1.Controller/AlterPartitionReassignments',
+                request_serializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -109,6 +114,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +152,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,6 +321,33 @@ class Controller:
             '/strand.v1.Controller/ControlledShutdown',
             strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.SerializeToString,
             strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/AlterPartitionReassignments',
+            strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

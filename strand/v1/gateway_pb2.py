@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/gateway.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto2\xc4\x05\n\x07Gateway\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponse\x12\x43\n\x08Metadata\x12\x1a.strand.v1.MetadataRequest\x1a\x1b.strand.v1.MetadataResponse\x12O\n\x0c\x43reateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n\x0c\x44\x65leteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12[\n\x10\x43reatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12O\n\x0c\x41lterConfigs\x12\x1e.strand.v1.AlterConfigsRequest\x1a\x1f.strand.v1.AlterConfigsResponse\x12X\n\x0f\x44\x65scribeConfigs\x12!.strand.v1.DescribeConfigsRequest\x1a\".strand.v1.DescribeConfigsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/gateway.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto2\xbd\x07\n\x07Gateway\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponse\x12\x43\n\x08Metadata\x12\x1a.strand.v1.MetadataRequest\x1a\x1b.strand.v1.MetadataResponse\x12O\n\x0c\x43reateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n\x0c\x44\x65leteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12[\n\x10\x43reatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12O\n\x0c\x41lterConfigs\x12\x1e.strand.v1.AlterConfigsRequest\x1a\x1f.strand.v1.AlterConfigsResponse\x12X\n\x0f\x44\x65scribeConfigs\x12!.strand.v1.DescribeConfigsRequest\x1a\".strand.v1.DescribeConfigsResponse\x12|\n\x1b\x41lterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12y\n\x1aListPartitionReassignments\x12,.strand.v1.ListPartitionReassignmentsRequest\x1a-.strand.v1.ListPartitionReassignmentsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strand.v1.gateway_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GATEWAY']._serialized_start=63
-  _globals['_GATEWAY']._serialized_end=771
+  _globals['_GATEWAY']._serialized_end=1020
 # @@protoc_insertion_point(module_scope)

@@ -79,6 +79,16 @@ class GatewayStub:
                 request_serializer=strand_dot_v1_dot_common__pb2.DescribeConfigsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.DescribeConfigsResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/strand.v1.Gateway/AlterPartitionReassignments',
+                request_serializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/strand.v1.Gateway/ListPartitionReassignments',
+                request_serializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -138,6 +148,18 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +207,16 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DescribeConfigs,
                     request_deserializer=strand_dot_v1_dot_common__pb2.DescribeConfigsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.DescribeConfigsResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +462,60 @@ class Gateway:
             '/strand.v1.Gateway/DescribeConfigs',
             strand_dot_v1_dot_common__pb2.DescribeConfigsRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.DescribeConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/AlterPartitionReassignments',
+            strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/ListPartitionReassignments',
+            strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,6 +6,8 @@
   record is read back at its acknowledged offset.
 * The killed node restarts, truncates what diverged, catches up and rejoins the ISR.
 * SIGTERM of a leader (controlled shutdown) fails no produce at all.
+* Reassignment: new replicas copy first, then the replica list switches (RF 1 -> 3,
+  then off the leader's node to RF 2), and the removed node deletes its copy.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from cluster_helpers import wait_until
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strand.errors import InvalidReplicaAssignmentError
 from strand.producer import RecordFuture
 
 if TYPE_CHECKING:
@@ -39,10 +43,11 @@ def _log_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
     return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
 
 
-def _read_all(cluster: SdkCluster, topic: str) -> dict[tuple[int, int], bytes]:
+def _read_all(cluster: SdkCluster, topic: str,
+              partitions: int = PARTITIONS) -> dict[tuple[int, int], bytes]:
     seen: dict[tuple[int, int], bytes] = {}
     with Consumer(cluster.bootstrap) as consumer:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         ends = consumer.end_offsets(tps)
@@ -168,3 +173,40 @@ def test_leader_sigterm_fails_no_produce(
     assert not failed, f"{len(failed)} records failed, e.g. {failed[0]!r}"
     assert victim.process is not None and victim.process.returncode == 0
     _check_acknowledged(cluster, "moved", futures)
+
+
+def test_reassignment_copies_then_switches_and_changes_the_replication_factor(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    cluster = sdk_cluster_factory(nodes=3)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("moving", 1, 1, replica_assignment={0: [1]})])
+        with Producer(cluster.bootstrap, acks="all") as producer:
+            for i in range(2000):
+                producer.send("moving", f"v{i}".encode(), partition=0)
+            producer.flush(timeout=30)
+
+        # RF 1 -> 3: nodes 2 and 3 copy the data, join the ISR, then the list switches.
+        admin.alter_partition_reassignments({("moving", 0): [1, 2, 3]})
+        wait_until(lambda: not admin.list_partition_reassignments(["moving"]), 30,
+                   "the reassignment to complete")
+        part = admin.describe_topics(["moving"])[0].partitions[0]
+        assert part.replicas == (1, 2, 3) and sorted(part.isr) == [1, 2, 3]
+        wait_until(lambda: len({_log_bytes(cluster.tmp / f"data-{n}", "moving", 0)
+                                for n in (1, 2, 3)}) == 1, 20, "identical copies")
+
+        # Move off node 1 (the leader) to RF 2: leadership moves, node 1 deletes its copy.
+        admin.alter_partition_reassignments({("moving", 0): [3, 2]})
+        wait_until(lambda: not admin.list_partition_reassignments(["moving"]), 30,
+                   "the second reassignment to complete")
+        part = admin.describe_topics(["moving"])[0].partitions[0]
+        assert part.replicas == (3, 2) and part.leader in (2, 3) and 1 not in part.isr
+        wait_until(lambda: not (cluster.tmp / "data-1" / "moving-0").exists(), 20,
+                   "node 1 to delete its copy")
+
+        # Bad targets are refused with typed errors and change nothing.
+        with pytest.raises(InvalidReplicaAssignmentError):
+            admin.alter_partition_reassignments({("moving", 0): [2, 2]})
+        with pytest.raises(InvalidReplicaAssignmentError):
+            admin.alter_partition_reassignments({("moving", 0): [2, 9]})
+    read = _read_all(cluster, "moving", partitions=1)
+    assert [read[(0, i)] for i in range(2000)] == [f"v{i}".encode() for i in range(2000)]
