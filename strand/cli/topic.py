@@ -1,4 +1,5 @@
-"""``strand topic create|list|describe|delete|alter`` (Kafka's kafka-topics.sh)."""
+"""``strand topic create|list|describe|delete|alter|reassign`` (Kafka's kafka-topics.sh
+and kafka-reassign-partitions.sh)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,39 @@ def alter(ctx: click.Context, name: str, configs: tuple[str, ...], deletes: tupl
         if partitions is not None:
             admin.create_partitions(name, partitions)
     err.print(f"altered topic {name}")
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--partition", "partitions", type=click.IntRange(0), multiple=True, required=True,
+              help="partition to move, repeatable")
+@click.option("--replicas", default=None, metavar="ID,ID,...",
+              help="target brokers, preferred leader first (its length is the new RF)")
+@click.option("--cancel", is_flag=True, help="stop the ongoing reassignment instead")
+@click.option("--list", "show", is_flag=True, help="show ongoing reassignments of NAME")
+@click.pass_context
+@friendly_errors
+def reassign(ctx: click.Context, name: str, partitions: tuple[int, ...], replicas: str | None,
+             cancel: bool, show: bool) -> None:
+    """Move partitions of topic NAME to other brokers, or change their replication
+    factor: new replicas copy the data first (throttled), then the list switches."""
+    if show:
+        with Admin(bootstrap(ctx)) as admin:
+            for r in admin.list_partition_reassignments([name]):
+                if r.partition in partitions:
+                    click.echo(f"{r.topic}-{r.partition}: replicas {list(r.replicas)} adding "
+                               f"{list(r.adding)} removing {list(r.removing)} isr {list(r.isr)}")
+        return
+    if cancel == (replicas is not None):
+        raise click.UsageError("give either --replicas or --cancel")
+    target: list[int] | None = None
+    if replicas is not None:
+        try:
+            target = [int(r) for r in replicas.split(",") if r.strip()]
+        except ValueError:
+            raise click.BadParameter(f"not a list of broker ids: {replicas!r}",
+                                     param_hint="--replicas") from None
+    with Admin(bootstrap(ctx)) as admin:
+        admin.alter_partition_reassignments({(name, p): target for p in partitions})
+    what = "cancelled reassignment of" if cancel else f"reassigning to {target}:"
+    err.print(f"{what} {', '.join(f'{name}-{p}' for p in partitions)}")
