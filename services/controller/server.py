@@ -8,6 +8,7 @@ lease is lost (it died, paused or lost etcd) its key vanishes and a standby wins
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import uuid
@@ -47,6 +48,8 @@ from strand.v1 import controller_pb2_grpc
 
 log = logging.getLogger(__name__)
 READ_YOUR_WRITES_TIMEOUT_S = 10.0
+ETCD_RETRY_MIN_S = 0.2
+ETCD_RETRY_MAX_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +250,19 @@ class ControllerProcess:
     async def _elect_forever(self, etcd: EtcdServices) -> None:
         settings = self.settings
         record = ControllerRecord(settings.controller_id, settings.advertise)
+        retry_s = ETCD_RETRY_MIN_S
         while not self._stopping.is_set():
             lease = LeaseKeeper(etcd, settings.lease_ttl)
-            await lease.start()
+            try:
+                await lease.start()
+            except Exception as exc:  # etcd unreachable: stand by and try again
+                log.warning("cannot get a lease from etcd; retrying",
+                            extra={"error": repr(exc), "retry_s": retry_s})
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), retry_s)
+                retry_s = min(retry_s * 2, ETCD_RETRY_MAX_S)
+                continue
+            retry_s = ETCD_RETRY_MIN_S
             election = ControllerElection(etcd, self.keys, record, lease)
             campaign = asyncio.create_task(election.campaign())
             lost = asyncio.create_task(lease.lost.wait())
@@ -266,13 +279,20 @@ class ControllerProcess:
                 keeper.cancel()
                 await asyncio.gather(keeper, return_exceptions=True)
                 log.warning("stepped down", extra={"epoch": election.epoch})
+            elif campaign.done() and not campaign.cancelled():
+                log.warning("campaign failed; retrying",
+                            extra={"error": repr(campaign.exception())})
+                await asyncio.sleep(ETCD_RETRY_MIN_S)
             for task in (campaign, lost, stop):
                 task.cancel()
-            if self._stopping.is_set():
-                await election.resign()
-                await lease.stop(revoke=True)
-            else:
-                await lease.stop(revoke=False)
+            try:
+                if self._stopping.is_set():
+                    await election.resign()
+                    await lease.stop(revoke=True)
+                else:
+                    await lease.stop(revoke=False)
+            except Exception as exc:  # etcd gone: the lease expires by itself
+                log.warning("could not release the lease", extra={"error": repr(exc)})
 
     def stop(self) -> None:
         self._stopping.set()

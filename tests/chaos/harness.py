@@ -267,16 +267,19 @@ class ChaosCluster:
             self.proxy.stop()
 
     def alive_pids(self) -> list[int]:
-        """PIDs this cluster started that still exist (should be none after stop())."""
+        """PIDs this cluster started that still run (should be none after stop()). A
+        PID counts only if its command line still names this run: PIDs get reused."""
         alive = []
         for pid in sorted(self.spawned):
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)  # reap if it is our zombie
-            if Path(f"/proc/{pid}").exists():
-                state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(
-                    f"/proc/{pid}/stat").exists() else "?"
-                if state != "Z":
-                    alive.append(pid)
+                os.waitpid(pid, os.WNOHANG)  # reap it if it is our zombie
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            except (OSError, IndexError):
+                continue  # gone
+            if state != "Z" and (self.name in command or str(self.workdir) in command):
+                alive.append(pid)
         return alive
 
     # -- addresses and files --------------------------------------------------------------

@@ -33,7 +33,7 @@ from strand import Admin, Consumer, NewTopic, TopicPartition
 from .checker import Report, check, compare_replicas
 from .faults import KINDS, Faults, schedule
 from .harness import ChaosCluster, wait_until
-from .history import FaultEvent, History, Read, ReplicaResult, Send
+from .history import OK, FaultEvent, History, Read, ReplicaResult, Send
 from .workload import RewindReader, TailReader, Writer, read_back
 
 
@@ -133,18 +133,21 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
         thread.start()
     try:
         _inject_faults(cluster, config, history, rng, say)
-    finally:
-        say("stopping the writers (they flush what they hold)")
-        stop_writers.set()
-        for writer in writers:
-            writer.join(60)
-            if writer.error is not None:
-                errors.append(f"{writer.name}: {writer.error!r}")
-        history.final_recovered, history.final_crashed = _recover(
-            cluster, config, say, "after the run")
+    except BaseException:  # interrupted or broken: no read-back, just stop (the
+        stop_writers.set()  # threads are daemons; run() stops the cluster)
         stop_readers.set()
-        for reader in readers:
-            reader.join(30)
+        raise
+    say("stopping the writers (they flush what they hold)")
+    stop_writers.set()
+    for writer in writers:
+        writer.join(60)
+        if writer.error is not None:
+            errors.append(f"{writer.name}: {writer.error!r}")
+    history.final_recovered, history.final_crashed = _recover(
+        cluster, config, say, "after the run")
+    stop_readers.set()
+    for reader in readers:
+        reader.join(30)
     say("reading every partition back")
     history.final_complete, history.final_hw = read_back(
         cluster.bootstrap, config.topic, config.partitions, reads, timeout=60, log=say)
@@ -183,8 +186,10 @@ def _inject_faults(cluster: ChaosCluster, config: ChaosConfig, history: History,
         event.t_healed = time.monotonic()
         event.recovered, event.crashed = _recover(cluster, config, say, f"after {kind}")
         event.t_recovered = time.monotonic()
-        say(f"healed {kind} on {injected.target}; "
-            f"{'recovered' if event.recovered else 'NOT recovered'} in "
+        during = sum(1 for send in history.sends if send.outcome == OK
+                     and event.t_inject <= send.t_done < event.t_healed)
+        say(f"healed {kind} on {injected.target} ({during} records acknowledged while it "
+            f"lasted); {'recovered' if event.recovered else 'NOT recovered'} in "
             f"{event.t_recovered - event.t_healed:.1f}s")
         _check_replicas(cluster, config, history, say, final=False)
         time.sleep(config.quiet)

@@ -4,11 +4,11 @@ It proves the harness works end to end (the cluster starts, each fault is really
 injected and healed, the workload writes and reads, the final read-back and the
 replica comparison run, the report is complete) and leaves no process behind.
 
-Whether Strand *passes* is asserted only with ``STRAND_CHAOS_STRICT=1``: until
-replication and failover are complete, faults may lose acknowledged records, and
-the run reports that rather than fails on it. Flip it on (in CI, or make it the
-default here) once replication lands. The checker's own tests (test_checker.py)
-are always strict.
+And that Strand passes: nothing acknowledged lost, no divergence, no order
+violation, no phantom, identical replicas, and the cluster recovering from every
+fault by itself. ``STRAND_CHAOS_STRICT=0`` turns that last test off (to study a
+failing run's report without the assertion). The checker's own tests
+(test_checker.py) always run.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .faults import KINDS
 from .runner import ChaosConfig, RunResult, run
 from .summary import print_summary
 
-STRICT = os.environ.get("STRAND_CHAOS_STRICT") == "1"
+STRICT = os.environ.get("STRAND_CHAOS_STRICT", "1") != "0"
 
 
 def _ours(pattern: list[str], markers: list[str]) -> list[str]:
@@ -107,7 +107,7 @@ def test_no_process_is_left_behind(short_run: RunResult) -> None:
 
 @pytest.mark.chaos
 @pytest.mark.slow
-@pytest.mark.skipif(not STRICT, reason="STRAND_CHAOS_STRICT=1 asserts that Strand passes")
+@pytest.mark.skipif(not STRICT, reason="STRAND_CHAOS_STRICT=0: the report only")
 def test_strand_passes_every_check(short_run: RunResult) -> None:
     report = short_run.report
     out = io.StringIO()
