@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -87,13 +88,8 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 if not validate_only:
                     revision = await writer.apply(decided)
                     await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
-        except StrandError as exc:
-            result.error_code = pb.ErrorCode.Value(exc.code.name)
-            result.error_message = str(exc)
-        except Exception as exc:  # a bug or etcd outage: report, keep serving
-            log.exception("admin request failed", extra={"topic": name})
-            result.error_code = pb.ErrorCode.Value(ErrorCode.UNKNOWN_SERVER_ERROR.name)
-            result.error_message = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # typed, or a bug / etcd outage: report, keep serving
+            _set_error(result, exc, "admin request", topic=name)
         return result
 
     async def CreateTopics(self, request: pb.CreateTopicsRequest,
@@ -134,16 +130,23 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 request.validate_only))
         return pb.AlterConfigsResponse(topics=results)
 
-
-    async def AlterPartition(self, request: pb_ctl.AlterPartitionRequest,
-                             context: grpc.aio.ServicerContext) -> pb_ctl.AlterPartitionResponse:
-        response = pb_ctl.AlterPartitionResponse()
+    def _active_writer(self, response: Any) -> MetadataWriter | None:
+        """The writer while active (the answer carries its epoch), else None with the
+        answer set to NOT_CONTROLLER."""
         writer = self.writer
         if writer is None:
             response.error_code = pb.ErrorCode.Value(ErrorCode.NOT_CONTROLLER.name)
             response.error_message = "not the active controller"
-            return response
+            return None
         response.controller_epoch = writer.election.epoch
+        return writer
+
+    async def AlterPartition(self, request: pb_ctl.AlterPartitionRequest,
+                             context: grpc.aio.ServicerContext) -> pb_ctl.AlterPartitionResponse:
+        response = pb_ctl.AlterPartitionResponse()
+        writer = self._active_writer(response)
+        if writer is None:
+            return response
         for part in request.partitions:
             out = response.partitions.add(topic=part.topic, partition=part.partition)
             change = IsrChange(request.broker_id, part.leader_epoch, part.partition_epoch,
@@ -151,15 +154,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             try:
                 record = await self.partitions.alter_isr(writer, part.topic, part.partition,
                                                          change)
-            except StrandError as exc:
-                out.error_code = pb.ErrorCode.Value(exc.code.name)
-                out.error_message = str(exc)
-                continue
             except Exception as exc:
-                log.exception("AlterPartition failed", extra={"topic": part.topic,
-                                                              "partition": part.partition})
-                out.error_code = pb.ErrorCode.Value(ErrorCode.UNKNOWN_SERVER_ERROR.name)
-                out.error_message = f"{type(exc).__name__}: {exc}"
+                _set_error(out, exc, "AlterPartition", topic=part.topic,
+                           partition=part.partition)
                 continue
             out.leader = record.leader
             out.leader_epoch = record.leader_epoch
@@ -171,18 +168,14 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         self, request: pb_ctl.ControlledShutdownRequest, context: grpc.aio.ServicerContext
     ) -> pb_ctl.ControlledShutdownResponse:
         response = pb_ctl.ControlledShutdownResponse()
-        writer = self.writer
+        writer = self._active_writer(response)
         if writer is None:
-            response.error_code = pb.ErrorCode.Value(ErrorCode.NOT_CONTROLLER.name)
-            response.error_message = "not the active controller"
             return response
-        response.controller_epoch = writer.election.epoch
         try:
             response.remaining_leaderships = await self.partitions.controlled_shutdown(
                 writer, request.broker_id)
-        except StrandError as exc:
-            response.error_code = pb.ErrorCode.Value(exc.code.name)
-            response.error_message = str(exc)
+        except Exception as exc:
+            _set_error(response, exc, "ControlledShutdown", broker=request.broker_id)
         log.info("controlled shutdown", extra={
             "broker": request.broker_id, "remaining": response.remaining_leaderships})
         return response
@@ -202,15 +195,21 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                     raise InvalidRequestError("give either target replicas or cancel, not both")
                 await self.partitions.reassign(writer, part.topic, part.partition,
                                                None if part.cancel else list(part.replicas))
-            except StrandError as exc:
-                out.error_code = pb.ErrorCode.Value(exc.code.name)
-                out.error_message = str(exc)
             except Exception as exc:
-                log.exception("reassignment failed", extra={"topic": part.topic,
-                                                            "partition": part.partition})
-                out.error_code = pb.ErrorCode.Value(ErrorCode.UNKNOWN_SERVER_ERROR.name)
-                out.error_message = f"{type(exc).__name__}: {exc}"
+                _set_error(out, exc, "reassignment", topic=part.topic, partition=part.partition)
         return response
+
+
+def _set_error(out: Any, exc: BaseException, what: str, **context: object) -> None:
+    """Answer with ``exc``'s typed code; an untyped exception is a bug (or an etcd
+    outage): logged with its traceback and answered UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, StrandError):
+        out.error_code = pb.ErrorCode.Value(exc.code.name)
+        out.error_message = str(exc)
+        return
+    log.error("%s failed", what, exc_info=exc, extra=context)
+    out.error_code = pb.ErrorCode.Value(ErrorCode.UNKNOWN_SERVER_ERROR.name)
+    out.error_message = f"{type(exc).__name__}: {exc}"
 
 
 class ControllerProcess:

@@ -59,10 +59,21 @@ class MetadataWriter:
         """Replace a partition record if it is still at ``expected_revision`` (its etcd mod
         revision): the new revision, or None when someone changed it first."""
         key = self.keys.partition(record.topic, record.partition)
-        fence = self.election.fence()
+        return await self._fenced_txn([_compare_mod_revision(key, expected_revision)],
+                                      [KVService.txn_op_put(key, record.to_json())])
+
+    async def _txn(self, compares: Sequence[Any], ops: Sequence[Any]) -> int:
+        revision = await self._fenced_txn(compares, ops)
+        if revision is None:
+            raise TopicAlreadyExistsError("the topic was created concurrently")
+        return revision
+
+    async def _fenced_txn(self, compares: Sequence[Any], ops: Sequence[Any]) -> int | None:
+        """Run ``ops`` if this controller still holds its election and ``compares``
+        hold: the new revision, None when a compare failed; NotControllerError when
+        the election is lost."""
         response = await self.etcd.kv.txn(
-            compare=[fence, _compare_mod_revision(key, expected_revision)],
-            success=[KVService.txn_op_put(key, record.to_json())],
+            compare=[self.election.fence(), *compares], success=list(ops),
             failure=[KVService.txn_op_get(self.keys.controller)],
         )
         if response.succeeded:
@@ -71,19 +82,6 @@ class MetadataWriter:
         if not held or held[0].create_revision != self.election.epoch:
             raise NotControllerError("this controller lost its election; retry on the active one")
         return None
-
-    async def _txn(self, compares: Sequence[Any], ops: Sequence[Any]) -> int:
-        fence = self.election.fence()
-        response = await self.etcd.kv.txn(
-            compare=[fence, *compares], success=list(ops),
-            failure=[KVService.txn_op_get(self.keys.controller)],
-        )
-        if response.succeeded:
-            return int(response.header.revision)
-        held = response.responses[0].response_range.kvs
-        if not held or held[0].create_revision != self.election.epoch:
-            raise NotControllerError("this controller lost its election; retry on the active one")
-        raise TopicAlreadyExistsError("the topic was created concurrently")
 
 
 def _compare_mod_revision(key: str, revision: int) -> Compare:

@@ -26,9 +26,9 @@ from services.storage.errors import (
     FencedLeaderEpochError,
     InvalidFetchSizeError,
     UnknownLeaderEpochError,
-    wire_code,
+    fail_partition,
 )
-from services.storage.replica import Replica
+from services.storage.replica import Replica, wait_on_replicas
 from services.storage.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,11 @@ class Fetcher:
         if (params.max_wait_ms <= 0 or total >= params.min_bytes or not reads
                 or any(result.error_code for result in results) or self.manager.stopping):
             return results
-        await self._wait(params, reads, total, baseline, versions, deadline)
+        # Until enough new data may be there (counted without reading), something
+        # changed, or the deadline.
+        await wait_on_replicas(
+            baseline, lambda: total + _new_bytes(reads, baseline) >= params.min_bytes,
+            deadline, lambda: self.manager.stopping, versions)
         reads, results = self._resolve(params)
         await self._read(params, reads, results)
         return results
@@ -111,7 +115,7 @@ class Fetcher:
                 replica = self.manager.leader_replica(request.topic, request.partition)
                 _check_leader_epoch(request, replica.record.leader_epoch)
             except Exception as exc:
-                _fail(results[index], exc)
+                fail_partition(results[index], exc, "fetch")
                 continue
             reads.append(_Read(index, replica, request))
         return reads, results
@@ -127,33 +131,8 @@ class Fetcher:
                 [read.replica for read in reads])
         except Exception as exc:  # a replica began closing: report it on every partition
             for read in reads:
-                _fail(results[read.index], exc)
+                fail_partition(results[read.index], exc, "fetch")
             return 0
-
-    async def _wait(self, params: FetchParams, reads: list[_Read], total: int,
-                    baseline: dict[Replica, int], versions: dict[Replica, int],
-                    deadline: float) -> None:
-        """Until enough new data may be there, something changed, or the deadline."""
-        loop = asyncio.get_running_loop()
-        replicas = list(baseline)
-        while not self.manager.stopping:
-            if any(replica.state_version != versions[replica] for replica in replicas):
-                return
-            if total + _new_bytes(reads, baseline) >= params.min_bytes:
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            waiter: asyncio.Future[None] = loop.create_future()
-            for replica in replicas:
-                replica.add_waiter(waiter)
-            try:
-                await asyncio.wait((waiter,), timeout=remaining)
-            finally:
-                for replica in replicas:
-                    replica.discard_waiter(waiter)
-                waiter.cancel()
-
 
 def _new_bytes(reads: list[_Read], baseline: dict[Replica, int]) -> int:
     """Bytes made visible since the first read, each partition capped at its limit."""
@@ -178,12 +157,6 @@ def _check_leader_epoch(request: PartitionFetch, current: int) -> None:
             f"leader epoch {requested} of {name} is newer than this node knows ({current})")
 
 
-def _fail(result: FetchedPartition, exc: Exception) -> None:
-    result.error_code = wire_code(exc)
-    result.error_message = str(exc) or type(exc).__name__
-    if result.error_code < 0:
-        log.error("fetch failed", exc_info=exc,
-                  extra={"topic": result.topic, "partition": result.partition})
 
 
 def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
@@ -207,7 +180,7 @@ def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
                 max_offset=last_stable_offset if read_committed else high_watermark,
                 min_one_batch=first_batch_whole)
         except Exception as exc:
-            _fail(result, exc)
+            fail_partition(result, exc, "fetch")
             continue
         if data:
             result.records = data

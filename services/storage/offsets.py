@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.storage.disk import DiskExecutor
-from services.storage.errors import wire_code
+from services.storage.errors import fail_partition
 from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
 from strand.errors import InvalidRequestError
@@ -62,7 +62,7 @@ class OffsetLookup:
                         "or a timestamp >= 0")
                 replica = self.manager.leader_replica(query.topic, query.partition)
             except Exception as exc:
-                _fail(answer, exc)
+                fail_partition(answer, exc, "list offsets")
                 continue
             found.append((answer, query, replica))
         if not found:
@@ -74,13 +74,13 @@ class OffsetLookup:
                     _lookup(answer, query, replica.log, replica.record.leader_epoch,
                             read_committed)
                 except Exception as exc:
-                    _fail(answer, exc)
+                    fail_partition(answer, exc, "list offsets")
 
         try:
             await self.disk.run(lookup_all, [replica for _, _, replica in found])
         except Exception as exc:
             for answer, _, _ in found:
-                _fail(answer, exc)
+                fail_partition(answer, exc, "list offsets")
         return answers
 
 
@@ -113,9 +113,3 @@ def _epoch_of(partition_log: PartitionLog, offset: int) -> int:
     return epoch
 
 
-def _fail(answer: OffsetAnswer, exc: Exception) -> None:
-    answer.error_code = wire_code(exc)
-    answer.error_message = str(exc) or type(exc).__name__
-    if answer.error_code < 0:
-        log.error("list offsets failed", exc_info=exc,
-                  extra={"topic": answer.topic, "partition": answer.partition})

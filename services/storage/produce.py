@@ -29,6 +29,7 @@ from services.storage.disk import DiskExecutor
 from services.storage.errors import (
     InvalidRequiredAcksError,
     NotLeaderOrFollowerError,
+    fail_partition,
     wire_code,
 )
 from services.storage.replica import Replica
@@ -107,7 +108,7 @@ class Appender:
             if acks == -1:
                 await _await_replication(replica, info.last_offset + 1, wait_s)
         except Exception as exc:
-            _fail(result, exc)
+            fail_partition(result, exc, "append")
             return result
         result.base_offset = info.first_offset
         result.log_append_time_ms = info.log_append_time
@@ -137,12 +138,6 @@ async def _await_replication(replica: Replica, required_offset: int, wait_s: flo
     _check_enough_replicas(replica, NotEnoughReplicasAfterAppendError, "after the append")
 
 
-def _fail(result: AppendResult, exc: Exception) -> None:
-    result.error_code = wire_code(exc)
-    result.error_message = str(exc)
-    if result.error_code < 0:
-        log.error("append failed", exc_info=exc,
-                  extra={"topic": result.topic, "partition": result.partition})
 
 
 def _append_as_leader(partition_log: PartitionLog, records: bytes,

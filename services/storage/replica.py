@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections import deque
+from collections.abc import Callable, Collection
 
 from services.storage.leader_state import LeaderState
 from strand.cluster.model import PartitionRecord
@@ -152,3 +153,32 @@ class Replica:
         while self._jobs:
             self._idle = asyncio.Event()
             await self._idle.wait()
+
+
+async def wait_on_replicas(replicas: Collection[Replica], enough: Callable[[], bool],
+                           deadline: float, stopping: Callable[[], bool],
+                           versions: dict[Replica, int] | None = None) -> None:
+    """Wait (event driven, no polling) until ``enough()`` holds, a replica's state
+    changes (leadership, epoch, closing) from ``versions`` (default: now),
+    ``stopping()``, or the loop time ``deadline``: the long poll of consumer and
+    follower fetches."""
+    loop = asyncio.get_running_loop()
+    if versions is None:
+        versions = {replica: replica.state_version for replica in replicas}
+    while not stopping():
+        if any(replica.state_version != version for replica, version in versions.items()):
+            return
+        if enough():
+            return
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
+        for replica in replicas:
+            replica.add_waiter(waiter)
+        try:
+            await asyncio.wait((waiter,), timeout=remaining)
+        finally:
+            for replica in replicas:
+                replica.discard_waiter(waiter)
+            waiter.cancel()

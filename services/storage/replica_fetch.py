@@ -31,9 +31,9 @@ from services.storage.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
-    wire_code,
+    fail_partition,
 )
-from services.storage.replica import Replica
+from services.storage.replica import Replica, wait_on_replicas
 from services.storage.replica_manager import ReplicaManager
 from strand.log.log import PartitionLog
 
@@ -106,24 +106,9 @@ class ReplicaFetchHandler:
                 or any(r.error_code or r.diverging_epoch for r in results)
                 or self.manager.stopping):
             return results
-        while not self.manager.stopping:
-            replicas = list(baseline)
-            if any(r.state_version != versions[r] for r in replicas):
-                break
-            if any(r.appended_bytes != baseline[r] for r in replicas):
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            waiter: asyncio.Future[None] = loop.create_future()
-            for replica in replicas:
-                replica.add_waiter(waiter)
-            try:
-                await asyncio.wait((waiter,), timeout=remaining)
-            finally:
-                for replica in replicas:
-                    replica.discard_waiter(waiter)
-                waiter.cancel()
+        await wait_on_replicas(
+            baseline, lambda: any(r.appended_bytes != n for r, n in baseline.items()),
+            deadline, lambda: self.manager.stopping, versions)
         reads, results = self._resolve(params)
         await self._read(params, reads, results)
         return results
@@ -159,7 +144,7 @@ class ReplicaFetchHandler:
                 self._record_progress(replica, follower, request.fetch_offset)
                 result.high_watermark = partition_log.high_watermark
             except Exception as exc:
-                _fail(result, exc)
+                fail_partition(result, exc, "replica fetch")
                 continue
             reads.append(_Read(index, replica, request))
         return reads, results
@@ -189,7 +174,7 @@ class ReplicaFetchHandler:
                     data = read.replica.log.read(read.request.fetch_offset, limit,
                                                  min_one_batch=first)
                 except Exception as exc:
-                    _fail(result, exc)
+                    fail_partition(result, exc, "replica fetch")
                     continue
                 if data:
                     result.records = data
@@ -202,7 +187,7 @@ class ReplicaFetchHandler:
             return await self.disk.run(read_all, [read.replica for read in reads])
         except Exception as exc:  # a replica began closing
             for read in reads:
-                _fail(results[read.index], exc)
+                fail_partition(results[read.index], exc, "replica fetch")
             return 0
 
 
@@ -228,9 +213,3 @@ def diverging_epoch(leader_log: PartitionLog, last_fetched_epoch: int,
     return None
 
 
-def _fail(result: ReplicaFetchResult, exc: Exception) -> None:
-    result.error_code = wire_code(exc)
-    result.error_message = str(exc) or type(exc).__name__
-    if result.error_code < 0:
-        log.error("replica fetch failed", exc_info=exc,
-                  extra={"topic": result.topic, "partition": result.partition})
