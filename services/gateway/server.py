@@ -123,6 +123,14 @@ def _merge(results: dict[tuple[str, int], Any], topics: Iterable[Any]) -> list[A
     return merged
 
 
+def _single_node(routes: Routes[Any]) -> str | None:
+    """The address when every partition of a request goes to one node, else None."""
+    if routes.unroutable or len(routes.by_node) != 1:
+        return None
+    ((_, address),) = routes.by_node
+    return address
+
+
 def _grouped(entries: Iterable[tuple[str, int, Any]]) -> dict[str, list[Any]]:
     topics: dict[str, list[Any]] = {}
     for topic, _partition, item in entries:
@@ -153,6 +161,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         routes = route(self.cache, items)
         _fail_unroutable(results, routes, _produce_error)
         timeout = max(request.timeout_ms, 1000) / 1000 + 5
+        single = _single_node(routes)
+        if single is not None:
+            # The SDK sends one request per leader: pass it on as it came, without
+            # copying every batch into a new message (and the answer back unchanged).
+            try:
+                answer: pb.ProduceResponse = await self._storage(single).Produce(
+                    request, timeout=timeout)
+                return answer
+            except grpc.aio.AioRpcError as exc:
+                _fail_transport(results, items, _produce_error, single, exc)
+                return self._produce_response(request, results)
 
         async def forward(address: str, entries: list[tuple[str, int, Any]]) -> None:
             sub = pb.ProduceRequest(acks=request.acks, timeout_ms=request.timeout_ms,
@@ -190,6 +209,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         routes = route(self.cache, items)
         _fail_unroutable(results, routes, _fetch_error)
         timeout = request.max_wait_ms / 1000 + 10
+        single = _single_node(routes)
+        if single is not None:  # as for produce: no copy of the records either way
+            try:
+                answer: pb.FetchResponse = await self._storage(single).Fetch(
+                    request, timeout=timeout)
+                return answer
+            except grpc.aio.AioRpcError as exc:
+                _fail_transport(results, items, _fetch_error, single, exc)
+                routes.by_node.clear()
 
         async def forward(address: str, entries: list[tuple[str, int, Any]]) -> bool:
             sub = pb.FetchRequest(max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
