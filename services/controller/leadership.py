@@ -10,7 +10,9 @@ Rules (Kafka's, in its KRaft form):
 * A partition whose leader left gets the first replica, in replica order, that is
   in the (new) ISR, alive and not shutting down. If there is none the partition is
   leaderless (-1), unless ``unclean.leader.election.enable`` allows the first live
-  replica outside the ISR (which may lose acknowledged records: an opt-in).
+  replica outside the ISR (which may lose acknowledged records: an opt-in). A
+  leader that is shutting down but still alive and the only one in sync keeps
+  leading until it exits (controlled shutdown cannot move what nobody else has).
 * Every leader change bumps ``leader_epoch``; every change of any kind bumps
   ``partition_epoch`` (the CAS version).
 * The preferred leader (first replica) is restored when it is alive and in the ISR.
@@ -76,12 +78,19 @@ def elect_leader(record: PartitionRecord, live: Collection[int], *, unclean: boo
     leader = record.leader
     if leader == NO_LEADER or not eligible(leader) or leader not in isr:
         leader = next((r for r in _keep_in_order(record, isr) if eligible(r)), NO_LEADER)
-        if leader == NO_LEADER and unclean:
+        stopping_sole_leader = (record.leader in live and record.leader in shutting_down
+                                and record.leader in record.isr)
+        if leader == NO_LEADER and stopping_sole_leader:
+            # Nobody else is in sync: the stopping leader serves until it exits rather
+            # than leave the partition leaderless (or to an unclean election) early.
+            leader = record.leader
+            isr = [leader]
+        elif leader == NO_LEADER and unclean:
             leader = next((r for r in record.replicas if eligible(r)), NO_LEADER)
             if leader != NO_LEADER:
                 isr = [leader]
     if leader != NO_LEADER:
-        isr = [r for r in isr if eligible(r)]
+        isr = [r for r in isr if eligible(r) or r == leader]
     isr = _keep_in_order(record, isr) or isr
     if leader == record.leader and tuple(isr) == record.isr:
         return None
