@@ -91,7 +91,7 @@ class Appender:
                           wait_s: float) -> AppendResult:
         result = AppendResult(request.topic, request.partition)
         try:
-            replica = self.manager.leader_replica(request.topic, request.partition)
+            replica = await self.manager.leader_replica_soon(request.topic, request.partition)
             if acks == -1:
                 _check_enough_replicas(replica, NotEnoughReplicasError, "before the append")
             async with replica.append_lock:

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 10_000.0
+ROLE_WAIT_S = 1.0
 
 
 def monotonic_ms() -> float:
@@ -87,6 +88,7 @@ class ReplicaManager:
         self.stopping = False
         self._reconcile_lock = asyncio.Lock()
         self._follow_task: asyncio.Task[None] | None = None
+        self._roles_changed = asyncio.Event()  # replaced after each set: see _roles_moved
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -123,6 +125,7 @@ class ReplicaManager:
                 await self.reconcile()
             except Exception:  # keep following: the next change may repair it
                 log.exception("applying metadata changes failed")
+            self._roles_moved()
             # The cache's revision grows with every delivered change: one that arrived
             # while reconciling is seen here, so no change is ever missed.
             if self.cache.revision == revision:
@@ -151,6 +154,34 @@ class ReplicaManager:
         raise NotLeaderOrFollowerError(
             f"node {self.node_id} does not lead {topic}-{partition} (the leader is "
             f"{'unknown' if leader < 0 else f'node {leader}'})")
+
+    async def leader_replica_soon(self, topic: str, partition: int,
+                                  timeout_s: float = ROLE_WAIT_S) -> Replica:
+        """:meth:`leader_replica`, waiting up to ``timeout_s`` when this node is about to
+        lead the partition (a topic just created, a leadership just moved here): the
+        client's request then succeeds instead of coming back for a retry, which could
+        reorder its pipelined batches."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            try:
+                return self.leader_replica(topic, partition)
+            except (NotLeaderOrFollowerError, UnknownTopicOrPartitionError):
+                remaining = deadline - loop.time()
+                if remaining <= 0 or self.stopping or not self._may_lead_soon(topic, partition):
+                    raise
+            changed = self._roles_changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), remaining)
+
+    def _may_lead_soon(self, topic: str, partition: int) -> bool:
+        """The metadata names this node leader, or has not shown the partition yet."""
+        record = self.cache.partitions.get((topic, partition))
+        return record is None or record.leader == self.node_id
+
+    def _roles_moved(self) -> None:
+        event, self._roles_changed = self._roles_changed, asyncio.Event()
+        event.set()
 
     # -- applying the metadata ----------------------------------------------------------------
 
