@@ -52,6 +52,18 @@ def _cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
+def _boot_seconds() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _started(pid: int) -> float | None:
+    """When the process started, in seconds since boot (``/proc/PID/stat`` field 22)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -77,6 +89,7 @@ class StrandDevCluster:
         self.env = {k: v for k, v in os.environ.items() if k != "STRAND_BOOTSTRAP"}
         self.env["STRAND_DEV_DIR"] = str(directory)
         self.etcd: str | None = None
+        self.up_at = _boot_seconds()  # reset by up()
 
     def _run(self, *args: str, timeout: float) -> str:
         command = [self.strand, *args]
@@ -98,6 +111,7 @@ class StrandDevCluster:
             self.etcd = str(data.get("etcd") or "") or self.etcd
 
     def up(self) -> None:
+        self.up_at = _boot_seconds() - 1  # /proc start times are in clock ticks
         try:
             self._run("dev", "up", "--dir", str(self.directory), timeout=180)
         finally:
@@ -137,8 +151,11 @@ class StrandDevCluster:
             result[node_dir.name] = total
         return result
 
-    def _leftovers(self) -> list[int]:
-        """Pids of processes started for this cluster that are still running."""
+    def _leftovers(self, down_at: float) -> list[int]:
+        """Pids of processes started for this cluster that are still running: those
+        naming this cluster's folder, and those pointed at its etcd endpoint that
+        started while that etcd held the port (between ``up`` and ``down``), so that
+        a later cluster reusing the port is never touched."""
         marker = str(self.directory)
         rows: list[tuple[int, list[str]]] = []
         for entry in Path("/proc").iterdir():
@@ -154,8 +171,12 @@ class StrandDevCluster:
         found: list[int] = []
         for pid, args in rows:
             ours_by_dir = any(marker == a or a.startswith(marker + "/") for a in args)
-            ours_by_etcd = "--etcd" in args and any(
-                args[i + 1] in endpoints for i, a in enumerate(args[:-1]) if a == "--etcd")
+            started = _started(pid)
+            ours_by_etcd = (
+                "--etcd" in args and started is not None
+                and self.up_at <= started <= down_at
+                and any(args[i + 1] in endpoints for i, a in enumerate(args[:-1])
+                        if a == "--etcd"))
             if (ours_by_dir or ours_by_etcd) and _alive(pid):
                 found.append(pid)
         return found
@@ -163,10 +184,11 @@ class StrandDevCluster:
     def down(self) -> list[int]:
         """Stop the cluster; returns the pids that had to be stopped by the sweep."""
         with deferred_signals():
+            down_at = _boot_seconds()
             self._remember_etcd()
             with contextlib.suppress(StrandError):
                 self._run("dev", "down", "--dir", str(self.directory), timeout=120)
-            leftovers = self._leftovers()
+            leftovers = self._leftovers(down_at)
             for pid in leftovers:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
