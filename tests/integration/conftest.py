@@ -62,7 +62,8 @@ def start_sdk_cluster(tmp: Path, nodes: int = 2, name: str = "sdk") -> SdkCluste
     etcd = EtcdServer(tmp / "etcd")
     etcd.start()
     common = ["--etcd", etcd.endpoint, "--cluster", name]
-    controller = ServiceProcess("controller", [*common, "--lease-ttl", "2"],
+    controller = ServiceProcess("controller", [*common, "--lease-ttl", "2",
+                                               "--preferred-leader-interval", "2"],
                                 tmp / "controller.log").start()
     cluster = SdkCluster(etcd, controller, [], ServiceProcess("gateway", common,
                                                               tmp / "gateway.log"), tmp, name)

@@ -4,7 +4,8 @@
 * SIGKILL of a partition leader mid-stream: the controller elects another in-sync
   replica (after the lease TTL), producers retry there, and every acknowledged
   record is read back at its acknowledged offset.
-* The killed node restarts, truncates what diverged, catches up and rejoins the ISR.
+* The killed node restarts, truncates what diverged, catches up, rejoins the ISR
+  and leads again the partitions it is the preferred replica of.
 * SIGTERM of a leader (controlled shutdown) fails no produce at all.
 * Reassignment: new replicas copy first, then the replica list switches (RF 1 -> 3,
   then off the leader's node to RF 2), and the removed node deletes its copy.
@@ -155,6 +156,13 @@ def test_leader_sigkill_loses_no_acknowledged_record(
         victim_id, port=victim.listen_port).start()
     wait_until(lambda: all(len(isr) == 3 for _, isr in _describe(cluster, "killed").values()),
                40, "the restarted node to rejoin every ISR")
+    # And leads again where it is the preferred replica (restored every 2 s here).
+    with Admin(cluster.bootstrap) as admin:
+        preferred = {p.partition: p.replicas[0]
+                     for p in admin.describe_topics(["killed"])[0].partitions}
+    assert victim_id in preferred.values()
+    wait_until(lambda: {p: leader for p, (leader, _) in _describe(cluster, "killed").items()}
+               == preferred, 20, "preferred leaders to be restored")
     wait_until(lambda: all(
         len({_log_bytes(cluster.tmp / f"data-{n}", "killed", p) for n in (1, 2, 3)}) == 1
         for p in range(PARTITIONS)), 20, "the replicas to be identical again")
