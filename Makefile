@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers
+.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-peers - Strand vs NATS JetStream produce benchmark, JSON on stdout (RECORDS=, RECORD_SIZE=)"
 	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
 	@echo "make chaos  - fault injection against a real cluster, DURATION=600 s of rotating faults"
+	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
 
 $(STAMP): pyproject.toml
 	@echo ">>> creating the Python virtual environment in $(VENV) and installing Strand with its dev tools"
@@ -85,6 +86,13 @@ chaos: setup system-deps
 
 bench: setup
 	@$(PY) bench/log_bench.py --json
+
+# Failover time over repeated leader SIGKILLs (and SIGTERMs: no failed produce).
+KILLS ?= 20
+TERMS ?= 5
+TTL ?= 3
+bench-failover: setup system-deps
+	@$(PY) bench/failover_bench.py --kills $(KILLS) --terms $(TERMS) --lease-ttl $(TTL) --json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
