@@ -46,18 +46,21 @@ run: setup system-deps
 	@$(STRAND) dev up
 	@$(STRAND) dev status
 	@$(STRAND) topic describe demo >/dev/null 2>&1 || \
-		$(STRAND) topic create demo --partitions 6 --replication-factor 1
-	@echo ">>> producing five keyed records to topic demo"
+		$(STRAND) topic create demo --partitions 6 --replication-factor 3 \
+			--config min.insync.replicas=2
+	@$(STRAND) topic describe demo
+	@echo ">>> producing five keyed records to topic demo (acks=all: on every in-sync replica)"
 	@printf 'alice:hello\nbob:strand\ncarol:is\nalice:a commit log\nbob:in python\n' | \
-		$(STRAND) produce demo --key-separator :
+		$(STRAND) produce demo --key-separator : --acks all
 	@echo ">>> consuming topic demo from the beginning (partition:offset, key, value)"
 	@$(STRAND) consume demo --from-beginning --print-offset --print-key --timeout-ms 5000
 	@echo
 	@echo "The cluster keeps running. Try next (with . .venv/bin/activate):"
-	@echo "  strand topic create orders --partitions 12 --replication-factor 1"
-	@echo "  strand bench produce orders --records 200000 --record-size 1024 --json"
+	@echo "  strand topic create orders --partitions 12 --replication-factor 3 --config min.insync.replicas=2"
+	@echo "  strand bench produce orders --records 200000 --record-size 1024 --acks all --json"
 	@echo "  strand bench consume orders --records 200000 --json"
 	@echo "  strand consume demo --follow          # and produce from another terminal"
+	@echo "  strand topic reassign demo --partition 0 --replicas 3,1,2   # move a partition's replicas"
 	@echo "  strand dev status | strand dev down"
 
 demo-log: setup

@@ -100,10 +100,13 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # a zombie child of this process counts as dead
+    # a zombie counts as dead: reap it if it is our child, else read its state
     with contextlib.suppress(ChildProcessError):
         done, _ = os.waitpid(pid, os.WNOHANG)
         if done == pid:
+            return False
+    with contextlib.suppress(OSError, IndexError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
             return False
     return True
 

@@ -28,6 +28,8 @@ from typing import Any
 
 from procs import deferred_signals
 
+from strand.devcluster import alive
+
 
 class StrandError(RuntimeError):
     pass
@@ -62,22 +64,6 @@ def _started(pid: int) -> float | None:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return int(fields[19]) / os.sysconf("SC_CLK_TCK")
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return Path(f"/proc/{pid}").exists() and not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    return False
 
 
 class StrandDevCluster:
@@ -177,7 +163,7 @@ class StrandDevCluster:
                 and self.up_at <= started <= down_at
                 and any(args[i + 1] in endpoints for i, a in enumerate(args[:-1])
                         if a == "--etcd"))
-            if (ours_by_dir or ours_by_etcd) and _alive(pid):
+            if (ours_by_dir or ours_by_etcd) and alive(pid):
                 found.append(pid)
         return found
 
@@ -193,10 +179,10 @@ class StrandDevCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and any(_alive(pid) for pid in leftovers):
+            while time.monotonic() < deadline and any(alive(pid) for pid in leftovers):
                 time.sleep(0.1)
             for pid in leftovers:
-                if _alive(pid):
+                if alive(pid):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
             return leftovers
