@@ -40,6 +40,19 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    GROUP_NOT_EMPTY = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    FENCED_INSTANCE_ID = 82
 
 
 class StrandError(Exception):
@@ -210,6 +223,81 @@ class IneligibleReplicaError(StrandError):
     code = ErrorCode.INELIGIBLE_REPLICA
 
 
+class CoordinatorLoadInProgressError(StrandError):
+    """The group coordinator is still loading this group's state: retry shortly."""
+
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    retriable = True
+
+
+class CoordinatorNotAvailableError(StrandError):
+    """No coordinator serves this group right now (its shard is moving): retry."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    retriable = True
+
+
+class NotCoordinatorError(StrandError):
+    """This coordinator does not own the group's shard: look the coordinator up again."""
+
+    code = ErrorCode.NOT_COORDINATOR
+    retriable = True
+
+
+class IllegalGenerationError(StrandError):
+    """The member's generation is not the group's: it must rejoin (a zombie is fenced)."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
+class InconsistentGroupProtocolError(StrandError):
+    """The member supports no assignor every other member supports."""
+
+    code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+class InvalidGroupIdError(StrandError):
+    code = ErrorCode.INVALID_GROUP_ID
+
+
+class UnknownMemberIdError(StrandError):
+    """The group does not know this member (it was removed): rejoin without an id."""
+
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class InvalidSessionTimeoutError(StrandError):
+    code = ErrorCode.INVALID_SESSION_TIMEOUT
+
+
+class RebalanceInProgressError(StrandError):
+    """The group is rebalancing: rejoin."""
+
+    code = ErrorCode.REBALANCE_IN_PROGRESS
+
+
+class GroupNotEmptyError(StrandError):
+    """The group still has members (delete or reset needs an empty group)."""
+
+    code = ErrorCode.GROUP_NOT_EMPTY
+
+
+class GroupIdNotFoundError(StrandError):
+    code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class MemberIdRequiredError(StrandError):
+    """Join again with the member id given in the answer (KIP-394)."""
+
+    code = ErrorCode.MEMBER_ID_REQUIRED
+
+
+class FencedInstanceIdError(StrandError):
+    """Another member now uses this group.instance.id: this one is a zombie."""
+
+    code = ErrorCode.FENCED_INSTANCE_ID
+
+
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: UnknownServerError,
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
@@ -240,6 +328,19 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
     ErrorCode.INVALID_UPDATE_VERSION: InvalidUpdateVersionError,
     ErrorCode.INELIGIBLE_REPLICA: IneligibleReplicaError,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: CoordinatorLoadInProgressError,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: CoordinatorNotAvailableError,
+    ErrorCode.NOT_COORDINATOR: NotCoordinatorError,
+    ErrorCode.ILLEGAL_GENERATION: IllegalGenerationError,
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL: InconsistentGroupProtocolError,
+    ErrorCode.INVALID_GROUP_ID: InvalidGroupIdError,
+    ErrorCode.UNKNOWN_MEMBER_ID: UnknownMemberIdError,
+    ErrorCode.INVALID_SESSION_TIMEOUT: InvalidSessionTimeoutError,
+    ErrorCode.REBALANCE_IN_PROGRESS: RebalanceInProgressError,
+    ErrorCode.GROUP_NOT_EMPTY: GroupNotEmptyError,
+    ErrorCode.GROUP_ID_NOT_FOUND: GroupIdNotFoundError,
+    ErrorCode.MEMBER_ID_REQUIRED: MemberIdRequiredError,
+    ErrorCode.FENCED_INSTANCE_ID: FencedInstanceIdError,
 }
 
 

@@ -1,0 +1,1 @@
+"""The group coordinator service: consumer groups and their committed offsets."""
