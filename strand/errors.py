@@ -40,6 +40,7 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
@@ -223,6 +224,12 @@ class IneligibleReplicaError(StrandError):
     code = ErrorCode.INELIGIBLE_REPLICA
 
 
+class OffsetMetadataTooLargeError(StrandError):
+    """The metadata string of a committed offset is over offset.metadata.max.bytes."""
+
+    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+
+
 class CoordinatorLoadInProgressError(StrandError):
     """The group coordinator is still loading this group's state: retry shortly."""
 
@@ -328,6 +335,7 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
     ErrorCode.INVALID_UPDATE_VERSION: InvalidUpdateVersionError,
     ErrorCode.INELIGIBLE_REPLICA: IneligibleReplicaError,
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: OffsetMetadataTooLargeError,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: CoordinatorLoadInProgressError,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: CoordinatorNotAvailableError,
     ErrorCode.NOT_COORDINATOR: NotCoordinatorError,

@@ -37,6 +37,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNSUPPORTED_COMPRESSION_TYPE: _ClassVar[ErrorCode]
     KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
     INVALID_RECORD: _ClassVar[ErrorCode]
+    OFFSET_METADATA_TOO_LARGE: _ClassVar[ErrorCode]
     COORDINATOR_LOAD_IN_PROGRESS: _ClassVar[ErrorCode]
     COORDINATOR_NOT_AVAILABLE: _ClassVar[ErrorCode]
     NOT_COORDINATOR: _ClassVar[ErrorCode]
@@ -85,6 +86,7 @@ UNKNOWN_LEADER_EPOCH: ErrorCode
 UNSUPPORTED_COMPRESSION_TYPE: ErrorCode
 KAFKA_STORAGE_ERROR: ErrorCode
 INVALID_RECORD: ErrorCode
+OFFSET_METADATA_TOO_LARGE: ErrorCode
 COORDINATOR_LOAD_IN_PROGRESS: ErrorCode
 COORDINATOR_NOT_AVAILABLE: ErrorCode
 NOT_COORDINATOR: ErrorCode

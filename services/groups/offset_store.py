@@ -1,0 +1,132 @@
+"""The committed offsets of the groups of one shard, in memory, rebuilt from and
+written to ``__consumer_offsets`` (:mod:`services.groups.records`).
+
+Pure: it turns commits into the records to write, applies records once they are
+written (or read back while loading a shard), answers fetches, and says which
+offsets have expired. Retention (``offsets.retention.minutes``, KIP-211): offsets of
+a group with members never expire; once the group is empty they expire
+``retention_ms`` after the later of their commit and the moment it became empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from services.groups.records import (
+    GroupKey,
+    GroupValue,
+    Key,
+    OffsetKey,
+    OffsetValue,
+    Value,
+    encode_key,
+    encode_value,
+)
+from strand.errors import InvalidRequestError, OffsetMetadataTooLargeError
+
+__all__ = ["DEFAULT_RETENTION_MS", "MAX_METADATA_BYTES", "OffsetMetadataTooLargeError",
+           "OffsetStore", "Record"]
+
+DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # Kafka's offsets.retention.minutes: 7 days
+MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    key: bytes
+    value: bytes | None  # None: a tombstone
+
+
+class OffsetStore:
+    def __init__(self) -> None:
+        self._offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self._groups: dict[str, GroupValue] = {}
+        self._empty_since: dict[str, int] = {}
+
+    # -- loading and applying -----------------------------------------------------------------
+
+    def apply(self, key: Key, value: Value | None) -> None:
+        """A record of the shard was written (or read back): update the state."""
+        if isinstance(key, OffsetKey):
+            offsets = self._offsets.setdefault(key.group, {})
+            tp = (key.topic, key.partition)
+            if value is None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self._offsets[key.group]
+            else:
+                assert isinstance(value, OffsetValue)
+                offsets[tp] = value
+            return
+        if value is None:
+            self._groups.pop(key.group, None)
+        else:
+            assert isinstance(value, GroupValue)
+            self._groups[key.group] = value
+
+    # -- commits and fetches ------------------------------------------------------------------
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, OffsetValue]) -> list[Record]:
+        """The records that commit ``offsets`` (validated; nothing is applied yet)."""
+        records = []
+        for (topic, partition), value in sorted(offsets.items()):
+            if not topic or partition < 0 or value.offset < 0:
+                raise InvalidRequestError(
+                    f"cannot commit offset {value.offset} for {topic!r}-{partition}")
+            if len(value.metadata.encode()) > MAX_METADATA_BYTES:
+                raise OffsetMetadataTooLargeError(
+                    f"offset metadata of {topic}-{partition} is over {MAX_METADATA_BYTES} bytes")
+            key = OffsetKey(group, topic, partition)
+            records.append(Record(encode_key(key), encode_value(value)))
+        return records
+
+    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
+              ) -> dict[TopicPartition, OffsetValue]:
+        """Committed offsets of ``group`` (all of them when ``partitions`` is None)."""
+        offsets = self._offsets.get(group, {})
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets[tp] for tp in partitions if tp in offsets}
+
+    def group_metadata(self, group: str) -> GroupValue | None:
+        return self._groups.get(group)
+
+    def groups(self) -> set[str]:
+        return set(self._offsets) | set(self._groups)
+
+    # -- deletion and retention ---------------------------------------------------------------
+
+    def delete_group(self, group: str) -> list[Record]:
+        """Tombstones for every record of ``group``."""
+        records = [Record(encode_key(OffsetKey(group, t, p)), None)
+                   for t, p in sorted(self._offsets.get(group, {}))]
+        if group in self._groups:
+            records.append(Record(encode_key(GroupKey(group)), None))
+        return records
+
+    def mark_empty(self, group: str, now_ms: int) -> None:
+        self._empty_since.setdefault(group, now_ms)
+
+    def mark_active(self, group: str) -> None:
+        self._empty_since.pop(group, None)
+
+    def expired(self, now_ms: int, retention_ms: int,
+                is_empty: Callable[[str], bool]) -> list[Record]:
+        """Tombstones for the offsets that have outlived their retention."""
+        records = []
+        for group, offsets in sorted(self._offsets.items()):
+            if not is_empty(group):
+                continue
+            empty_since = self._empty_since.get(group, 0)
+            for (topic, partition), value in sorted(offsets.items()):
+                if value.expire_ms >= 0:
+                    due = value.expire_ms
+                else:
+                    due = max(value.commit_ms, empty_since) + retention_ms
+                if due <= now_ms:
+                    records.append(Record(encode_key(OffsetKey(group, topic, partition)),
+                                          None))
+        return records

@@ -1,0 +1,146 @@
+"""The records of ``__consumer_offsets`` (a compacted topic): committed offsets and
+group metadata, as record keys and values.
+
+Keys are canonical JSON (sorted keys, no spaces), so the same logical key is always
+the same bytes and compaction keeps only its latest value; a null value (tombstone)
+deletes it. JSON keeps the topic readable with ``strand consume __consumer_offsets
+--print-key`` while debugging; records are small and the rate is the commit rate.
+Every value carries a format version ``v``; a reader refuses versions it does not
+know rather than misread them.
+
+    key   {"g":"orders-app","k":"offset","p":3,"t":"orders"}
+    value {"commit_ms":...,"expire_ms":-1,"leader_epoch":5,"metadata":"","offset":1200,"v":1}
+
+    key   {"g":"orders-app","k":"group"}
+    value {"generation":7,"leader":"...","members":[...],"protocol":"range",
+           "protocol_type":"consumer","state_ms":...,"v":1}
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from strand.errors import CorruptRecordError
+
+__all__ = ["GroupKey", "GroupValue", "MemberValue", "OffsetKey", "OffsetValue", "decode_key",
+           "decode_value", "encode_key", "encode_value"]
+
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetValue:
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+    commit_ms: int = 0
+    expire_ms: int = -1  # -1: the group's retention applies
+
+
+@dataclass(frozen=True, slots=True)
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupValue:
+    protocol_type: str
+    generation: int
+    protocol: str
+    leader: str
+    state_ms: int
+    members: tuple[MemberValue, ...] = field(default_factory=tuple)
+
+
+Key = OffsetKey | GroupKey
+Value = OffsetValue | GroupValue
+
+
+def _dump(raw: dict[str, Any]) -> bytes:
+    return json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode_key(key: Key) -> bytes:
+    if isinstance(key, OffsetKey):
+        return _dump({"k": "offset", "g": key.group, "t": key.topic, "p": key.partition})
+    return _dump({"k": "group", "g": key.group})
+
+
+def decode_key(data: bytes) -> Key:
+    try:
+        raw = json.loads(data)
+        kind = raw["k"]
+        if kind == "offset":
+            return OffsetKey(str(raw["g"]), str(raw["t"]), int(raw["p"]))
+        if kind == "group":
+            return GroupKey(str(raw["g"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecordError(f"not a __consumer_offsets key: {data[:100]!r}") from exc
+    raise CorruptRecordError(f"unknown __consumer_offsets key kind {kind!r}")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def encode_value(value: Value) -> bytes:
+    if isinstance(value, OffsetValue):
+        return _dump({"v": VERSION, "offset": value.offset, "metadata": value.metadata,
+                      "leader_epoch": value.leader_epoch, "commit_ms": value.commit_ms,
+                      "expire_ms": value.expire_ms})
+    return _dump({
+        "v": VERSION, "protocol_type": value.protocol_type, "generation": value.generation,
+        "protocol": value.protocol, "leader": value.leader, "state_ms": value.state_ms,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "session_timeout_ms": m.session_timeout_ms,
+                     "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                     "subscription": _b64(m.subscription), "assignment": _b64(m.assignment)}
+                    for m in value.members]})
+
+
+def decode_value(key: Key, data: bytes | None) -> Value | None:
+    """The value of ``key``; None for a tombstone."""
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data)
+        if raw.get("v") != VERSION:
+            raise CorruptRecordError(f"unsupported __consumer_offsets value version {raw.get('v')}")
+        if isinstance(key, OffsetKey):
+            return OffsetValue(int(raw["offset"]), str(raw.get("metadata", "")),
+                               int(raw.get("leader_epoch", -1)), int(raw.get("commit_ms", 0)),
+                               int(raw.get("expire_ms", -1)))
+        return GroupValue(
+            str(raw["protocol_type"]), int(raw["generation"]), str(raw["protocol"]),
+            str(raw["leader"]), int(raw.get("state_ms", 0)),
+            tuple(MemberValue(str(m["member_id"]), m.get("group_instance_id"),
+                              str(m.get("client_id", "")), int(m["session_timeout_ms"]),
+                              int(m["rebalance_timeout_ms"]),
+                              base64.b64decode(m.get("subscription", "")),
+                              base64.b64decode(m.get("assignment", "")))
+                  for m in raw.get("members", ())))
+    except CorruptRecordError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecordError(f"not a __consumer_offsets value: {data[:100]!r}") from exc
