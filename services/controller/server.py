@@ -8,7 +8,6 @@ lease is lost (it died, paused or lost etcd) its key vanishes and a standby wins
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import uuid
@@ -43,6 +42,7 @@ from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
 from strand.service import telemetry
+from strand.service.aio import wait_event
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc
@@ -257,8 +257,7 @@ class ControllerProcess:
             except Exception as exc:  # etcd unreachable: stand by and try again
                 log.warning("cannot get a lease from etcd; retrying",
                             extra={"error": repr(exc), "retry_s": retry_s})
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), retry_s)
+                await wait_event(self._stopping, retry_s)
                 retry_s = min(retry_s * 2, ETCD_RETRY_MAX_S)
                 continue
             retry_s = ETCD_RETRY_MIN_S

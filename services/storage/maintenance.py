@@ -11,7 +11,6 @@ compaction delays the next log's turn, never an append or a fetch.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
 from strand.log.cleaner import LogCleaner, needs_cleaning
 from strand.log.log import PartitionLog, wall_clock_ms
+from strand.service.aio import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,7 @@ class LogMaintenance:
 
     async def run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.interval_s)
+            await wait_event(self._stop, self.interval_s)
             if self._stop.is_set():
                 return
             for replica in list(self.manager.replicas.values()):

@@ -130,7 +130,8 @@ async def _await_replication(replica: Replica, required_offset: int, wait_s: flo
     if replica.log.high_watermark < required_offset:
         waiter = replica.wait_for_high_watermark(required_offset)
         try:
-            await asyncio.wait_for(waiter, wait_s)
+            async with asyncio.timeout(wait_s):  # not wait_for: see strand.service.aio
+                await waiter
         except TimeoutError:
             raise RequestTimedOutError(
                 f"{replica.topic}-{replica.partition}: the in-sync replicas did not all "

@@ -23,7 +23,6 @@ the partitions already in sync.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ from services.storage.replica_fetch import (
 from services.storage.replica_manager import ReplicaManager
 from strand.errors import ErrorCode
 from strand.log.log import PartitionLog
+from strand.service.aio import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +125,7 @@ class LeaderFetcher:
             if not wanted:
                 soonest = min(f.retry_at for f in self.partitions.values())
                 self.changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), max(0.0, soonest - now))
+                await wait_event(self.changed, max(0.0, soonest - now))
                 continue
             params = ReplicaFetchParams(
                 replica_id=self.owner.manager.node_id, max_wait_ms=MAX_WAIT_MS, min_bytes=1,

@@ -49,6 +49,7 @@ from strand.cluster.model import NO_LEADER, PartitionRecord, TopicRecord
 from strand.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
 from strand.log.config import LogConfig
 from strand.log.log import PartitionLog
+from strand.service.aio import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +172,7 @@ class ReplicaManager:
                 if remaining <= 0 or self.stopping or not self._may_lead_soon(topic, partition):
                     raise
             changed = self._roles_changed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
+            await wait_event(changed, remaining)
 
     def _may_lead_soon(self, topic: str, partition: int) -> bool:
         """The metadata names this node leader, or has not shown the partition yet."""

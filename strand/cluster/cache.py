@@ -18,6 +18,7 @@ from strand.cluster.model import (
     PartitionRecord,
     TopicRecord,
 )
+from strand.service.aio import wait_event
 
 
 class MetadataCache:
@@ -83,12 +84,7 @@ class MetadataCache:
         self._changed = asyncio.Event()
 
     async def wait_changed(self, timeout: float | None = None) -> bool:
-        event = self._changed
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await wait_event(self._changed, timeout)
 
     def leader_of(self, topic: str, partition: int) -> BrokerRegistration | None:
         record = self.partitions.get((topic, partition))

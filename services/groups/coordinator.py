@@ -1,0 +1,343 @@
+"""The coordinator of one shard: the consumer groups whose id hashes to it, their
+committed offsets, and partition ``shard`` of ``__consumer_offsets`` that holds them.
+
+Requests run on the event loop; the per-group rules are those of
+:mod:`services.groups.membership` and :mod:`services.groups.offset_store`. This
+module adds time and durability:
+
+* JoinGroup and SyncGroup calls that must wait (for the rebalance to complete, for
+  the leader's assignment) wait on futures; one timer task completes rebalances
+  and expires silent members at their deadlines (no polling loop).
+* Every change that must survive a coordinator's death is written to the shard's
+  partition with acks=all before it is answered: committed offsets, and the
+  group's generation, members and assignment once the leader's sync completes.
+* ``load()`` rebuilds the shard from its partition when this instance takes the
+  shard over: offsets, and groups with their members and assignments, so that
+  members heartbeating to the new coordinator carry on without a rebalance
+  (those that do not come back expire after their session timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol as TypingProtocol
+
+from services.groups.membership import Group, GroupState, JoinOutcome, Member, Protocol
+from services.groups.offset_store import DEFAULT_RETENTION_MS, OffsetStore, Record
+from services.groups.records import (
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from strand.errors import ErrorCode, StrandError
+from strand.service.aio import wait_event
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+EXPIRY_CHECK_INTERVAL_S = 60.0
+JOIN_ANSWER_MARGIN_MS = 5000
+
+
+class ShardLog(TypingProtocol):
+    """Partition ``shard`` of __consumer_offsets (through the gateway)."""
+
+    async def append(self, records: Sequence[Record]) -> None:
+        """Write with acks=all; raise (a StrandError) if that did not happen."""
+
+    async def read_all(self) -> list[tuple[bytes, bytes | None]]:
+        """Every (key, value) from the log start to the high watermark."""
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ShardCoordinator:
+    def __init__(self, shard: int, log_: ShardLog, *, initial_rebalance_delay_ms: int = 3000,
+                 retention_ms: int = DEFAULT_RETENTION_MS,
+                 clock: Callable[[], float] = monotonic_ms,
+                 wall_clock: Callable[[], int] = wall_ms) -> None:
+        self.shard = shard
+        self.log = log_
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.retention_ms = retention_ms
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.groups: dict[str, Group] = {}
+        self.store = OffsetStore()
+        self._joins: dict[str, dict[str, asyncio.Future[JoinOutcome]]] = {}
+        self._syncs: dict[str, dict[str, asyncio.Future[tuple[ErrorCode, bytes]]]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        now = self.clock()
+        for key_bytes, value_bytes in await self.log.read_all():
+            try:
+                key = decode_key(key_bytes)
+                value = decode_value(key, value_bytes)
+            except StrandError:
+                log.exception("skipping an unreadable __consumer_offsets record",
+                              extra={"shard": self.shard})
+                continue
+            self.store.apply(key, value)
+        for group_id in self.store.groups():
+            metadata = self.store.group_metadata(group_id)
+            group = self._group(group_id)
+            if metadata is not None:
+                _restore(group, metadata, now)
+            if not group.members:
+                self.store.mark_empty(group_id, self.wall_clock())
+        log.info("shard loaded", extra={"shard": self.shard, "groups": len(self.groups)})
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._timers(), name=f"group-shard-{self.shard}")
+
+    async def stop(self) -> None:
+        """Stop serving (the shard moves away): waiting calls get NOT_COORDINATOR."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for waiters in self._joins.values():
+            for member_id, future in waiters.items():
+                if not future.done():
+                    future.set_result(JoinOutcome(ErrorCode.NOT_COORDINATOR, member_id))
+        for sync_waiters in self._syncs.values():
+            for sync_waiter in sync_waiters.values():
+                if not sync_waiter.done():
+                    sync_waiter.set_result((ErrorCode.NOT_COORDINATOR, b""))
+        for group in self.groups.values():
+            group.state = GroupState.DEAD
+
+    def _group(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(
+                group_id, initial_rebalance_delay_ms=self.initial_rebalance_delay_ms)
+        return group
+
+    # -- the group protocol -------------------------------------------------------------------
+
+    async def join(self, group_id: str, member_id: str, group_instance_id: str | None,
+                   client_id: str, protocol_type: str, protocols: Sequence[Protocol],
+                   session_timeout_ms: int, rebalance_timeout_ms: int) -> JoinOutcome:
+        group = self._group(group_id)
+        outcome = group.join(member_id, group_instance_id, client_id, protocol_type, protocols,
+                             session_timeout_ms, rebalance_timeout_ms, self.clock())
+        if outcome is not None:
+            return outcome
+        self.store.mark_active(group_id)
+        joined_id = (group.static_members[group_instance_id] if group_instance_id is not None
+                     else member_id)
+        joined = group.members[joined_id]
+        future: asyncio.Future[JoinOutcome] = asyncio.get_running_loop().create_future()
+        previous = self._joins.setdefault(group_id, {}).pop(joined.member_id, None)
+        if previous is not None and not previous.done():
+            previous.set_result(JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, joined.member_id))
+        self._joins[group_id][joined.member_id] = future
+        self._fail_syncs(group_id, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._wake.set()
+        return await future
+
+    async def sync(self, group_id: str, member_id: str, generation: int,
+                   group_instance_id: str | None, assignments: dict[str, bytes] | None
+                   ) -> tuple[ErrorCode, bytes]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, b""
+        leader_sync = assignments is not None and member_id == group.leader_id
+        error, assignment = group.sync(member_id, generation, group_instance_id,
+                                       assignments if leader_sync else None, self.clock())
+        if error != ErrorCode.NONE:
+            return error, b""
+        if assignment is None:
+            future: asyncio.Future[tuple[ErrorCode, bytes]] = (
+                asyncio.get_running_loop().create_future())
+            self._syncs.setdefault(group_id, {})[member_id] = future
+            return await future
+        if leader_sync:
+            try:
+                await self._persist(group)
+            except Exception as exc:
+                log.warning("could not store the group's assignment; rebalancing again",
+                            extra={"group": group_id, "error": str(exc)})
+                group.state = GroupState.COMPLETING_REBALANCE
+                group._prepare_rebalance(self.clock(), new_member=False)
+                self._fail_syncs(group_id, ErrorCode.REBALANCE_IN_PROGRESS)
+                self._wake.set()
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, b""
+            for waiting_id, waiter in self._syncs.pop(group_id, {}).items():
+                member = group.members.get(waiting_id)
+                if not waiter.done():
+                    waiter.set_result((ErrorCode.NONE, member.assignment) if member else
+                                      (ErrorCode.UNKNOWN_MEMBER_ID, b""))
+        return ErrorCode.NONE, assignment
+
+    def heartbeat(self, group_id: str, member_id: str, generation: int,
+                  group_instance_id: str | None) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return group.heartbeat(member_id, generation, group_instance_id, self.clock())
+
+    def leave(self, group_id: str, member_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.leave(member_id, self.clock())
+        future = self._joins.get(group_id, {}).pop(member_id, None)
+        if future is not None and not future.done():
+            future.set_result(JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        self._fail_syncs(group_id, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._wake.set()
+        return error
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    async def commit(self, group_id: str, member_id: str, generation: int,
+                     group_instance_id: str | None,
+                     offsets: dict[TopicPartition, OffsetValue]) -> ErrorCode:
+        group = self._group(group_id)
+        error = group.check_commit(member_id, generation, group_instance_id)
+        if error != ErrorCode.NONE:
+            return error
+        if member_id in group.members:
+            group.members[member_id].last_heard_ms = self.clock()
+        now = self.wall_clock()
+        stamped = {tp: OffsetValue(v.offset, v.metadata, v.leader_epoch, now, v.expire_ms)
+                   for tp, v in offsets.items()}
+        records = self.store.commit(group_id, stamped)  # raises typed errors, writes nothing
+        await self.log.append(records)
+        for record in records:
+            key = decode_key(record.key)
+            self.store.apply(key, decode_value(key, record.value))
+        if not group.members:
+            self.store.mark_empty(group_id, now)
+        return ErrorCode.NONE
+
+    def fetch(self, group_id: str, partitions: list[TopicPartition] | None
+              ) -> dict[TopicPartition, OffsetValue]:
+        return self.store.fetch(group_id, partitions)
+
+    async def delete(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.GROUP_NOT_EMPTY
+        if group is None and group_id not in self.store.groups():
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        records = self.store.delete_group(group_id)
+        if records:
+            await self.log.append(records)
+            for record in records:
+                key = decode_key(record.key)
+                self.store.apply(key, None)
+        self.groups.pop(group_id, None)
+        return ErrorCode.NONE
+
+    # -- timers -------------------------------------------------------------------------------
+
+    async def _timers(self) -> None:
+        next_expiry_check = self.clock() + EXPIRY_CHECK_INTERVAL_S * 1000
+        while True:
+            self._wake.clear()
+            now = self.clock()
+            deadlines = []
+            for group in list(self.groups.values()):
+                gone = group.expire(now)
+                for member_id in gone:
+                    log.info("member session expired", extra={"group": group.group_id,
+                                                              "member": member_id})
+                if gone:
+                    self._fail_syncs(group.group_id, ErrorCode.REBALANCE_IN_PROGRESS)
+                if group.rebalance_due(now):
+                    self._complete(group)
+                for deadline in (group.next_deadline_ms(), group.next_expiry_ms()):
+                    if deadline is not None:
+                        deadlines.append(deadline)
+            if now >= next_expiry_check:
+                next_expiry_check = now + EXPIRY_CHECK_INTERVAL_S * 1000
+                await self._expire_offsets()
+            deadlines.append(next_expiry_check)
+            timeout = max(0.0, (min(deadlines) - self.clock()) / 1000)
+            await wait_event(self._wake, timeout + 0.001)
+
+    def _complete(self, group: Group) -> None:
+        answers, removed = group.complete_rebalance()
+        waiters = self._joins.pop(group.group_id, {})
+        for member_id, future in waiters.items():
+            outcome = answers.get(member_id, JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+            if not future.done():
+                future.set_result(outcome)
+        if group.state == GroupState.EMPTY:
+            self.store.mark_empty(group.group_id, self.wall_clock())
+        log.info("rebalance completed", extra={
+            "group": group.group_id, "generation": group.generation,
+            "members": len(group.members), "removed": removed, "protocol": group.protocol})
+
+    def _fail_syncs(self, group_id: str, error: ErrorCode) -> None:
+        for future in self._syncs.pop(group_id, {}).values():
+            if not future.done():
+                future.set_result((error, b""))
+
+    async def _expire_offsets(self) -> None:
+        def empty(group_id: str) -> bool:
+            group = self.groups.get(group_id)
+            return group is None or not group.members
+
+        records = self.store.expired(self.wall_clock(), self.retention_ms, empty)
+        if not records:
+            return
+        try:
+            await self.log.append(records)
+        except Exception as exc:
+            log.warning("could not expire offsets", extra={"error": str(exc)})
+            return
+        for record in records:
+            self.store.apply(decode_key(record.key), None)
+        log.info("expired committed offsets", extra={"shard": self.shard,
+                                                     "offsets": len(records)})
+
+    async def _persist(self, group: Group) -> None:
+        value = GroupValue(
+            group.protocol_type, group.generation, group.protocol, group.leader_id,
+            self.wall_clock(), tuple(MemberValue(
+                m.member_id, m.group_instance_id, m.client_id, m.session_timeout_ms,
+                m.rebalance_timeout_ms, m.metadata(group.protocol), m.assignment)
+                for m in group.members.values()))
+        record = Record(encode_key(GroupKey(group.group_id)), encode_value(value))
+        await self.log.append([record])
+        self.store.apply(GroupKey(group.group_id), value)
+
+
+def _restore(group: Group, value: GroupValue, now_ms: float) -> None:
+    """A group as stored by the previous owner of the shard."""
+    group.generation = value.generation
+    group.protocol_type = value.protocol_type
+    group.protocol = value.protocol
+    group.leader_id = value.leader
+    for m in value.members:
+        member = Member(m.member_id, m.group_instance_id, m.client_id,
+                        (Protocol(value.protocol, m.subscription),), m.session_timeout_ms,
+                        m.rebalance_timeout_ms, now_ms, joined_generation=value.generation,
+                        assignment=m.assignment)
+        group.members[m.member_id] = member
+        if m.group_instance_id is not None:
+            group.static_members[m.group_instance_id] = m.member_id
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
