@@ -1,5 +1,5 @@
-"""A local development cluster of real processes: etcd, controllers, storage nodes
-and a gateway on 127.0.0.1, one folder for data and logs.
+"""A local development cluster of real processes: etcd, controllers, storage nodes,
+a gateway and a group coordinator on 127.0.0.1, one folder for data and logs.
 
 ``up`` starts them detached (they outlive the command), waits until the gateway
 serves with every storage node registered, and writes ``cluster.json`` — the file
@@ -202,6 +202,13 @@ def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
     args = (python, "-m", "services.gateway", *common, "--listen", cluster.gateway)
     cluster.processes.append(ProcessInfo("gateway", "gateway", _spawn(list(args), log_path),
                                          cluster.gateway, str(log_path), args))
+    address = f"127.0.0.1:{_free_port()}"
+    progress(f"starting the group coordinator on {address}")
+    log_path = logs / "groups-0.log"
+    args = (python, "-m", "services.groups", *leased, "--listen", address, "--id", "groups-0",
+            "--bootstrap", cluster.gateway)
+    cluster.processes.append(ProcessInfo("groups", "groups-0", _spawn(list(args), log_path),
+                                         address, str(log_path), args))
     cluster.save()
     for info in cluster.processes[1:]:
         _wait(lambda info=info: _check(info) and healthy(info.address), 60,  # type: ignore[misc]
@@ -282,10 +289,10 @@ def down(directory: Path, timeout: float = 15.0,
     cluster = DevCluster.load(directory)
     if cluster is None:
         return 0
-    ordered = sorted(cluster.processes, key=lambda p: ["gateway", "storage", "controller",
-                                                       "etcd"].index(p.role))
+    roles = ["groups", "gateway", "storage", "controller", "etcd"]
+    ordered = sorted(cluster.processes, key=lambda p: roles.index(p.role))
     stopped = 0
-    for group in ("gateway", "storage", "controller", "etcd"):
+    for group in roles:
         members = [p for p in ordered if p.role == group and alive(p.pid)]
         for info in members:
             progress(f"stopping {info.id} (pid {info.pid})")

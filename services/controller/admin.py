@@ -120,6 +120,21 @@ def plan_create_topic(spec: CreateTopicSpec, cache: MetadataCache, *,
         _new_partition(spec.name, p, assignment[p]) for p in range(partitions)])
 
 
+INTERNAL_REPLICATION_FACTOR = 3  # Kafka's offsets.topic.replication.factor
+
+
+def plan_internal_topic(name: str, partitions: int, cache: MetadataCache) -> Plan:
+    """``__consumer_offsets`` and its kind: compacted, replicated over up to three live
+    brokers, acks=all needing two of them when there are three."""
+    factor = min(INTERNAL_REPLICATION_FACTOR, len(cache.brokers))
+    if factor < 1:
+        raise InvalidReplicationFactorError(f"no live broker to host {name!r} yet")
+    config = {"cleanup.policy": "compact", "min.insync.replicas": str(min(2, factor)),
+              "segment.bytes": str(100 * 1024 * 1024)}
+    return plan_create_topic(CreateTopicSpec(name, partitions, factor, config), cache,
+                             allow_internal=True)
+
+
 def plan_create_partitions(name: str, count: int, cache: MetadataCache) -> Plan:
     topic = cache.topics.get(name)
     if topic is None:

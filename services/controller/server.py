@@ -26,9 +26,11 @@ from services.controller.admin import (
     plan_create_partitions,
     plan_create_topic,
     plan_delete_topic,
+    plan_internal_topic,
 )
 from services.controller.failover import PartitionStateKeeper
 from services.controller.leadership import IsrChange
+from services.controller.topic_rules import INTERNAL_TOPICS
 from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import (
@@ -129,6 +131,18 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 topic.name, functools.partial(plan_alter_config, topic.name, ops, self.cache),
                 request.validate_only))
         return pb.AlterConfigsResponse(topics=results)
+
+    async def EnsureInternalTopic(self, request: pb_ctl.EnsureInternalTopicRequest,
+                                  context: grpc.aio.ServicerContext) -> pb.TopicResult:
+        if request.name in self.cache.topics:
+            return pb.TopicResult(name=request.name,
+                                  topic_id=self.cache.topics[request.name].topic_id)
+        if request.name not in INTERNAL_TOPICS:
+            return pb.TopicResult(name=request.name, error_code=pb.ErrorCode.Value(
+                ErrorCode.INVALID_TOPIC_EXCEPTION.name),
+                error_message=f"{request.name!r} is not an internal topic")
+        return await self._run(request.name, functools.partial(
+            plan_internal_topic, request.name, request.partitions, self.cache), False)
 
     def _active_writer(self, response: Any) -> MetadataWriter | None:
         """The writer while active (the answer carries its epoch), else None with the

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from services.gateway.groups import GroupRouter
 from services.gateway.routing import Routes, route
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -27,6 +28,7 @@ from strand.log.config import TOPIC_CONFIG
 from strand.service import telemetry
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2_grpc
+from strand.v1 import groups_pb2 as pb_groups
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,64 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     def __init__(self, cache: MetadataCache, channels: Channels) -> None:
         self.cache = cache
         self.channels = channels
+        self.groups = GroupRouter(cache, channels)
+
+    # -- consumer groups (forwarded to the coordinator of the group's shard) ------------------
+
+    async def JoinGroup(self, request: pb_groups.JoinGroupRequest,
+                        context: grpc.aio.ServicerContext) -> pb_groups.JoinGroupResponse:
+        # A join waits for the rebalance: up to the member's rebalance timeout.
+        response: pb_groups.JoinGroupResponse = await self.groups.forward(
+            "JoinGroup", request, pb_groups.JoinGroupResponse,
+            timeout_s=request.rebalance_timeout_ms / 1000 + 10)
+        return response
+
+    async def SyncGroup(self, request: pb_groups.SyncGroupRequest,
+                        context: grpc.aio.ServicerContext) -> pb_groups.SyncGroupResponse:
+        response: pb_groups.SyncGroupResponse = await self.groups.forward(
+            "SyncGroup", request, pb_groups.SyncGroupResponse)
+        return response
+
+    async def Heartbeat(self, request: pb_groups.HeartbeatRequest,
+                        context: grpc.aio.ServicerContext) -> pb_groups.HeartbeatResponse:
+        response: pb_groups.HeartbeatResponse = await self.groups.forward(
+            "Heartbeat", request, pb_groups.HeartbeatResponse)
+        return response
+
+    async def LeaveGroup(self, request: pb_groups.LeaveGroupRequest,
+                         context: grpc.aio.ServicerContext) -> pb_groups.LeaveGroupResponse:
+        response: pb_groups.LeaveGroupResponse = await self.groups.forward(
+            "LeaveGroup", request, pb_groups.LeaveGroupResponse)
+        return response
+
+    async def OffsetCommit(self, request: pb_groups.OffsetCommitRequest,
+                           context: grpc.aio.ServicerContext) -> pb_groups.OffsetCommitResponse:
+        response: pb_groups.OffsetCommitResponse = await self.groups.forward(
+            "OffsetCommit", request, pb_groups.OffsetCommitResponse)
+        return response
+
+    async def OffsetFetch(self, request: pb_groups.OffsetFetchRequest,
+                          context: grpc.aio.ServicerContext) -> pb_groups.OffsetFetchResponse:
+        response: pb_groups.OffsetFetchResponse = await self.groups.forward(
+            "OffsetFetch", request, pb_groups.OffsetFetchResponse)
+        return response
+
+    async def DescribeGroup(self, request: pb_groups.DescribeGroupRequest,
+                            context: grpc.aio.ServicerContext
+                            ) -> pb_groups.DescribeGroupResponse:
+        response: pb_groups.DescribeGroupResponse = await self.groups.forward(
+            "DescribeGroup", request, pb_groups.DescribeGroupResponse)
+        return response
+
+    async def ListGroups(self, request: pb_groups.ListGroupsRequest,
+                         context: grpc.aio.ServicerContext) -> pb_groups.ListGroupsResponse:
+        return await self.groups.list_groups()
+
+    async def DeleteGroup(self, request: pb_groups.DeleteGroupRequest,
+                          context: grpc.aio.ServicerContext) -> pb_groups.DeleteGroupResponse:
+        response: pb_groups.DeleteGroupResponse = await self.groups.forward(
+            "DeleteGroup", request, pb_groups.DeleteGroupResponse)
+        return response
 
     def _storage(self, address: str) -> storage_pb2_grpc.StorageStub:
         return storage_pb2_grpc.StorageStub(self.channels.get(address))

@@ -15,6 +15,7 @@ from strand.cluster.model import (
     NO_LEADER,
     BrokerRegistration,
     ControllerRecord,
+    CoordinatorRecord,
     PartitionRecord,
     TopicRecord,
 )
@@ -32,6 +33,8 @@ class MetadataCache:
         self.partitions: dict[tuple[str, int], PartitionRecord] = {}
         # etcd mod revision of each partition record: the compare of a CAS update.
         self.partition_revisions: dict[tuple[str, int], int] = {}
+        self.coordinators: dict[str, CoordinatorRecord] = {}
+        self.group_shard_owners: dict[int, CoordinatorRecord] = {}
         self.controller: ControllerRecord | None = None
         self.controller_epoch = -1  # create revision of the election key
         self.revision = 0
@@ -61,6 +64,16 @@ class MetadataCache:
                 else:
                     self.partitions[tp] = PartitionRecord.from_json(value)
                     self.partition_revisions[tp] = revision
+            elif parsed.kind == "coordinator":
+                if value is None:
+                    self.coordinators.pop(parsed.name, None)
+                else:
+                    self.coordinators[parsed.name] = CoordinatorRecord.from_json(value)
+            elif parsed.kind == "group_shard":
+                if value is None:
+                    self.group_shard_owners.pop(parsed.partition, None)
+                else:
+                    self.group_shard_owners[parsed.partition] = CoordinatorRecord.from_json(value)
             elif parsed.kind == "controller":
                 if value is None:
                     self.controller, self.controller_epoch = None, -1
@@ -74,6 +87,8 @@ class MetadataCache:
         keys = {self.keys.broker(n) for n in self.brokers}
         keys |= {self.keys.topic(t) for t in self.topics}
         keys |= {self.keys.partition(t, p) for t, p in self.partitions}
+        keys |= {self.keys.coordinator(c) for c in self.coordinators}
+        keys |= {self.keys.group_shard(k) for k in self.group_shard_owners}
         if self.controller is not None:
             keys.add(self.keys.controller)
         return keys

@@ -4,6 +4,8 @@
     <root>/<cluster>/controller
     <root>/<cluster>/topics/<name>
     <root>/<cluster>/partitions/<topic>/<partition>
+    <root>/<cluster>/coordinators/<instance id>      group coordinator instances (lease)
+    <root>/<cluster>/shards/groups/<shard>           the owner of a group shard (lease)
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ParsedKey:
-    kind: str  # "broker", "controller", "topic", "partition"
+    kind: str  # "broker", "controller", "topic", "partition", "coordinator", "group_shard"
     topic: str = ""
     partition: int = -1
     node_id: int = -1
+    name: str = ""  # a coordinator instance id
 
 
 class KeySpace:
@@ -53,6 +56,20 @@ class KeySpace:
     def partition(self, topic: str, partition: int) -> str:
         return f"{self.partitions}{topic}/{partition}"
 
+    @property
+    def coordinators(self) -> str:
+        return self.prefix + "coordinators/"
+
+    def coordinator(self, instance_id: str) -> str:
+        return self.coordinators + instance_id
+
+    @property
+    def group_shards(self) -> str:
+        return self.prefix + "shards/groups/"
+
+    def group_shard(self, shard: int) -> str:
+        return f"{self.group_shards}{shard}"
+
     def parse(self, key: str) -> ParsedKey | None:
         """What a key under this cluster's prefix holds; None for anything else."""
         if not key.startswith(self.prefix):
@@ -70,6 +87,10 @@ class KeySpace:
                 topic, _, partition = tail.rpartition("/")
                 if topic:
                     return ParsedKey("partition", topic=topic, partition=int(partition))
+            if kind == "coordinators" and tail and "/" not in tail:
+                return ParsedKey("coordinator", name=tail)
+            if kind == "shards" and tail.startswith("groups/"):
+                return ParsedKey("group_shard", partition=int(tail[len("groups/"):]))
         except ValueError:
             return None
         return None

@@ -139,3 +139,20 @@ class ControllerRecord:
     def from_json(cls, data: bytes) -> ControllerRecord:
         raw = json.loads(data)
         return cls(str(raw["controller_id"]), str(raw["address"]))
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    """A group coordinator instance (``coordinators/<id>``, bound to its lease), or the
+    owner of a group shard (``shards/groups/<k>``: the same record, the owner's)."""
+
+    instance_id: str
+    address: str
+
+    def to_json(self) -> bytes:
+        return _dump(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> CoordinatorRecord:
+        raw = json.loads(data)
+        return cls(str(raw["instance_id"]), str(raw["address"]))

@@ -7,6 +7,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class EnsureInternalTopicRequest(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: int
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+
 class AlterPartitionRequest(_message.Message):
     __slots__ = ("broker_id", "partitions")
     class Partition(_message.Message):

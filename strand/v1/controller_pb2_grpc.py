@@ -70,6 +70,11 @@ class ControllerStub:
                 request_serializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.EnsureInternalTopic = channel.unary_unary(
+                '/strand.v1.Controller/EnsureInternalTopic',
+                request_serializer=strand_dot_v1_dot_controller__pb2.EnsureInternalTopicRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_common__pb2.TopicResult.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -120,6 +125,15 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EnsureInternalTopic(self, request, context):
+        """For the services that own internal topics (__consumer_offsets): create it, if
+        missing, as a compacted topic replicated over up to 3 brokers. Not exposed by
+        the gateway.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +171,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AlterPartitionReassignments,
                     request_deserializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'EnsureInternalTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnsureInternalTopic,
+                    request_deserializer=strand_dot_v1_dot_controller__pb2.EnsureInternalTopicRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_common__pb2.TopicResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -348,6 +367,33 @@ class Controller:
             '/strand.v1.Controller/AlterPartitionReassignments',
             strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnsureInternalTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/EnsureInternalTopic',
+            strand_dot_v1_dot_controller__pb2.EnsureInternalTopicRequest.SerializeToString,
+            strand_dot_v1_dot_common__pb2.TopicResult.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
+from strand.v1 import groups_pb2 as strand_dot_v1_dot_groups__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -89,6 +90,51 @@ class GatewayStub:
                 request_serializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/strand.v1.Gateway/JoinGroup',
+                request_serializer=strand_dot_v1_dot_groups__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/strand.v1.Gateway/SyncGroup',
+                request_serializer=strand_dot_v1_dot_groups__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/strand.v1.Gateway/Heartbeat',
+                request_serializer=strand_dot_v1_dot_groups__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/strand.v1.Gateway/LeaveGroup',
+                request_serializer=strand_dot_v1_dot_groups__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
+        self.OffsetCommit = channel.unary_unary(
+                '/strand.v1.Gateway/OffsetCommit',
+                request_serializer=strand_dot_v1_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.OffsetFetch = channel.unary_unary(
+                '/strand.v1.Gateway/OffsetFetch',
+                request_serializer=strand_dot_v1_dot_groups__pb2.OffsetFetchRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.OffsetFetchResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroup = channel.unary_unary(
+                '/strand.v1.Gateway/DescribeGroup',
+                request_serializer=strand_dot_v1_dot_groups__pb2.DescribeGroupRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.DescribeGroupResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/strand.v1.Gateway/ListGroups',
+                request_serializer=strand_dot_v1_dot_groups__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroup = channel.unary_unary(
+                '/strand.v1.Gateway/DeleteGroup',
+                request_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -160,6 +206,61 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JoinGroup(self, request, context):
+        """Consumer groups: forwarded to the coordinator of the group's shard.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +318,51 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.JoinGroupRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.SyncGroupRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.HeartbeatRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.LeaveGroupResponse.SerializeToString,
+            ),
+            'OffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetCommit,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetFetch,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.OffsetFetchRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'DescribeGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroup,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.DescribeGroupRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.DescribeGroupResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.ListGroupsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DeleteGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroup,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -516,6 +662,249 @@ class Gateway:
             '/strand.v1.Gateway/ListPartitionReassignments',
             strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/JoinGroup',
+            strand_dot_v1_dot_groups__pb2.JoinGroupRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/SyncGroup',
+            strand_dot_v1_dot_groups__pb2.SyncGroupRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/Heartbeat',
+            strand_dot_v1_dot_groups__pb2.HeartbeatRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/LeaveGroup',
+            strand_dot_v1_dot_groups__pb2.LeaveGroupRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/OffsetCommit',
+            strand_dot_v1_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/OffsetFetch',
+            strand_dot_v1_dot_groups__pb2.OffsetFetchRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DescribeGroup',
+            strand_dot_v1_dot_groups__pb2.DescribeGroupRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.DescribeGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/ListGroups',
+            strand_dot_v1_dot_groups__pb2.ListGroupsRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DeleteGroup',
+            strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,120 @@
+"""Which group shards this coordinator instance serves (DESIGN §7).
+
+The instance registers ``coordinators/<id>`` under its lease. On every change of
+the registrations (the etcd watch, no polling) it computes, by rendezvous hashing
+over the live instances, the shards it should own:
+
+* a wanted shard whose key ``shards/groups/<k>`` is free is taken with a
+  create-if-absent transaction bound to the lease, loaded from its partition,
+  and then served;
+* a shard it holds but no longer wants (another instance joined) is stopped first
+  and then released (its key deleted), so two instances never serve one shard.
+
+If the lease is lost (the process paused, etcd unreachable past the TTL) every shard
+is dropped at once: another instance may hold them already. A dead instance's keys
+vanish with its lease and the survivors take its shards over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from etcd3aio.kv import KVService
+
+from services.groups.shards import shards_of
+from strand.cluster.cache import MetadataCache
+from strand.cluster.etcd import EtcdServices, LeaseKeeper
+from strand.cluster.keys import KeySpace
+from strand.cluster.model import CoordinatorRecord
+from strand.service.aio import wait_event
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 1.0
+
+ShardAction = Callable[[int], Awaitable[None]]
+
+
+class ShardOwnership:
+    def __init__(self, etcd: EtcdServices, keys: KeySpace, cache: MetadataCache,
+                 record: CoordinatorRecord, shard_count: Callable[[], int | None],
+                 lease_ttl: int, acquire: ShardAction, release: ShardAction) -> None:
+        self.etcd = etcd
+        self.keys = keys
+        self.cache = cache
+        self.record = record
+        self.shard_count = shard_count
+        self.lease_ttl = lease_ttl
+        self.acquire = acquire
+        self.release = release
+        self.owned: set[int] = set()
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            lease = LeaseKeeper(self.etcd, self.lease_ttl)
+            try:
+                await lease.start()
+                await self.etcd.kv.put(self.keys.coordinator(self.record.instance_id),
+                                       self.record.to_json(), lease=lease.lease_id)
+            except Exception as exc:
+                log.warning("cannot register with etcd; retrying", extra={"error": repr(exc)})
+                await wait_event(self._stopping, RETRY_S)
+                continue
+            try:
+                await self._serve(lease)
+            finally:
+                for shard in sorted(self.owned):
+                    await self.release(shard)
+                self.owned.clear()
+                try:
+                    await lease.stop(revoke=self._stopping.is_set())
+                except Exception as exc:
+                    log.warning("could not release the lease", extra={"error": repr(exc)})
+
+    async def _serve(self, lease: LeaseKeeper) -> None:
+        while not self._stopping.is_set() and not lease.lost.is_set():
+            revision = self.cache.revision
+            try:
+                await self._rebalance(lease)
+            except Exception:
+                log.exception("shard ownership update failed")
+                await wait_event(self._stopping, RETRY_S)
+            if self.cache.revision == revision:
+                await self.cache.wait_changed(RETRY_S * 5)
+        if lease.lost.is_set():
+            log.warning("coordinator lease lost: dropping every shard",
+                        extra={"shards": sorted(self.owned)})
+
+    async def _rebalance(self, lease: LeaseKeeper) -> None:
+        count = self.shard_count()
+        me = self.record.instance_id
+        if count is None or me not in self.cache.coordinators:
+            return  # no offsets topic yet, or our registration is not visible yet
+        wanted = set(shards_of(me, sorted(self.cache.coordinators), count))
+        for shard in sorted(self.owned - wanted):
+            await self.release(shard)
+            self.owned.discard(shard)
+            await self.etcd.kv.txn(
+                compare=[KVService.txn_compare_value(self.keys.group_shard(shard),
+                                                     self.record.to_json())],
+                success=[KVService.txn_op_delete(self.keys.group_shard(shard))], failure=[])
+            log.info("released group shard", extra={"shard": shard})
+        for shard in sorted(wanted - self.owned):
+            if shard in self.cache.group_shard_owners:
+                continue  # still held by its previous owner: wait for it to let go
+            key = self.keys.group_shard(shard)
+            response = await self.etcd.kv.txn(
+                compare=[KVService.txn_compare_create_revision(key, 0)],
+                success=[KVService.txn_op_put(key, self.record.to_json(),
+                                              lease=lease.lease_id)], failure=[])
+            if not response.succeeded:
+                continue
+            self.owned.add(shard)
+            await self.acquire(shard)
+            log.info("took group shard", extra={"shard": shard})

@@ -1,0 +1,345 @@
+"""The group coordinator process: gRPC ↔ the shard coordinators it owns.
+
+Start: watch the cluster metadata, make sure ``__consumer_offsets`` exists (the
+active controller creates it), serve gRPC, then take the shards that rendezvous
+hashing gives this instance (:mod:`services.groups.ownership`). Each call is routed
+by the group's shard; a group whose shard this instance does not serve is answered
+NOT_COORDINATOR (the gateway then looks the owner up again), one still loading
+COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from services.groups.coordinator import ShardCoordinator
+from services.groups.membership import Protocol
+from services.groups.ownership import ShardOwnership
+from services.groups.records import OffsetValue
+from services.groups.shard_log import GatewayShardLog
+from services.groups.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
+from strand.cluster.cache import MetadataCache
+from strand.cluster.etcd import MetadataWatcher, connect
+from strand.cluster.keys import KeySpace
+from strand.cluster.model import CoordinatorRecord
+from strand.errors import ErrorCode, StrandError
+from strand.producer import Producer
+from strand.service import telemetry
+from strand.service.aio import wait_event
+from strand.v1 import common_pb2, controller_pb2_grpc, groups_pb2_grpc
+from strand.v1 import controller_pb2 as pb_ctl
+from strand.v1 import groups_pb2 as pb
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupsSettings:
+    etcd_endpoints: list[str]
+    cluster: str
+    listen: str
+    advertise: str
+    instance_id: str
+    bootstrap: str  # a gateway: the coordinator reads and writes __consumer_offsets there
+    shards: int = DEFAULT_SHARDS
+    lease_ttl: int = 5
+    initial_rebalance_delay_ms: int = 3000
+    metrics_port: int = 0
+
+
+def _code(code: ErrorCode) -> Any:
+    return common_pb2.ErrorCode.Value(code.name)
+
+
+class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
+    def __init__(self, cache: MetadataCache) -> None:
+        self.cache = cache
+        self.shards: dict[int, ShardCoordinator] = {}
+        self.loading: set[int] = set()
+
+    def _coordinator(self, group_id: str) -> ShardCoordinator:
+        topic = self.cache.topics.get(GROUP_TOPIC)
+        if not group_id:
+            raise _Refused(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
+        if topic is None:
+            raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{GROUP_TOPIC} does not exist yet")
+        shard = shard_for(group_id, topic.partitions)
+        coordinator = self.shards.get(shard)
+        if coordinator is not None:
+            return coordinator
+        if shard in self.loading:
+            raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"shard {shard} is loading")
+        raise _Refused(ErrorCode.NOT_COORDINATOR, f"this instance does not serve shard {shard}")
+
+    async def _answer(self, response: R, work: Callable[[], Awaitable[None]]) -> R:
+        try:
+            await work()
+        except _Refused as refused:
+            response.error_code = _code(refused.code)  # type: ignore[attr-defined]
+            response.error_message = refused.message  # type: ignore[attr-defined]
+        except StrandError as exc:
+            response.error_code = _code(exc.code)  # type: ignore[attr-defined]
+            response.error_message = str(exc)  # type: ignore[attr-defined]
+        return response
+
+    async def JoinGroup(self, request: pb.JoinGroupRequest,
+                        context: grpc.aio.ServicerContext) -> pb.JoinGroupResponse:
+        response = pb.JoinGroupResponse(member_id=request.member_id)
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            outcome = await coordinator.join(
+                request.group_id, request.member_id, request.group_instance_id or None,
+                request.client_id, request.protocol_type,
+                [Protocol(p.name, p.metadata) for p in request.protocols],
+                request.session_timeout_ms, request.rebalance_timeout_ms)
+            response.error_code = _code(outcome.error)
+            response.member_id = outcome.member_id
+            response.generation_id = outcome.generation
+            response.protocol_name = outcome.protocol
+            response.leader_id = outcome.leader_id
+            for member_id, instance_id, metadata in outcome.members:
+                response.members.add(member_id=member_id, group_instance_id=instance_id or "",
+                                     metadata=metadata)
+
+        return await self._answer(response, work)
+
+    async def SyncGroup(self, request: pb.SyncGroupRequest,
+                        context: grpc.aio.ServicerContext) -> pb.SyncGroupResponse:
+        response = pb.SyncGroupResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            assignments = ({a.member_id: a.assignment for a in request.assignments}
+                           if request.assignments else None)
+            group = coordinator.groups.get(request.group_id)
+            if group is not None and request.member_id == group.leader_id and assignments is None:
+                assignments = {}  # a leader assigning nothing still completes the round
+            error, assignment = await coordinator.sync(
+                request.group_id, request.member_id, request.generation_id,
+                request.group_instance_id or None, assignments)
+            response.error_code = _code(error)
+            response.assignment = assignment
+            group = coordinator.groups.get(request.group_id)
+            response.protocol_name = group.protocol if group else ""
+
+        return await self._answer(response, work)
+
+    async def Heartbeat(self, request: pb.HeartbeatRequest,
+                        context: grpc.aio.ServicerContext) -> pb.HeartbeatResponse:
+        response = pb.HeartbeatResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            response.error_code = _code(coordinator.heartbeat(
+                request.group_id, request.member_id, request.generation_id,
+                request.group_instance_id or None))
+
+        return await self._answer(response, work)
+
+    async def LeaveGroup(self, request: pb.LeaveGroupRequest,
+                         context: grpc.aio.ServicerContext) -> pb.LeaveGroupResponse:
+        response = pb.LeaveGroupResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            response.error_code = _code(coordinator.leave(request.group_id, request.member_id))
+
+        return await self._answer(response, work)
+
+    async def OffsetCommit(self, request: pb.OffsetCommitRequest,
+                           context: grpc.aio.ServicerContext) -> pb.OffsetCommitResponse:
+        response = pb.OffsetCommitResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            offsets = {(p.topic, p.partition): OffsetValue(p.offset, p.metadata,
+                                                           p.leader_epoch or -1)
+                       for p in request.partitions}
+            error = await coordinator.commit(
+                request.group_id, request.member_id, request.generation_id,
+                request.group_instance_id or None, offsets)
+            response.error_code = _code(error)
+            for p in request.partitions:
+                response.partitions.add(topic=p.topic, partition=p.partition,
+                                        error_code=_code(error))
+
+        return await self._answer(response, work)
+
+    async def OffsetFetch(self, request: pb.OffsetFetchRequest,
+                          context: grpc.aio.ServicerContext) -> pb.OffsetFetchResponse:
+        response = pb.OffsetFetchResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            wanted = ([(p.topic, p.partition) for p in request.partitions]
+                      if request.partitions else None)
+            found = coordinator.fetch(request.group_id, wanted)
+            for topic, partition in (wanted if wanted is not None else sorted(found)):
+                value = found.get((topic, partition))
+                response.partitions.add(
+                    topic=topic, partition=partition,
+                    offset=value.offset if value else -1,
+                    leader_epoch=value.leader_epoch if value else -1,
+                    metadata=value.metadata if value else "")
+
+        return await self._answer(response, work)
+
+    async def DescribeGroup(self, request: pb.DescribeGroupRequest,
+                            context: grpc.aio.ServicerContext) -> pb.DescribeGroupResponse:
+        response = pb.DescribeGroupResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            group = coordinator.groups.get(request.group_id)
+            if group is None:
+                response.state = "Dead"
+                return
+            response.state = group.state.value
+            response.protocol_type = group.protocol_type
+            response.protocol = group.protocol
+            response.generation_id = group.generation
+            response.leader_id = group.leader_id
+            for m in group.members.values():
+                response.members.add(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id or "",
+                    client_id=m.client_id, assignment=m.assignment,
+                    metadata=m.metadata(group.protocol) if group.protocol and
+                    m.supports(group.protocol) else b"")
+
+        return await self._answer(response, work)
+
+    async def ListGroups(self, request: pb.ListGroupsRequest,
+                         context: grpc.aio.ServicerContext) -> pb.ListGroupsResponse:
+        response = pb.ListGroupsResponse()
+        for coordinator in list(self.shards.values()):
+            names = set(coordinator.groups) | coordinator.store.groups()
+            for name in sorted(names):
+                group = coordinator.groups.get(name)
+                response.groups.add(group_id=name,
+                                    state=group.state.value if group else "Empty",
+                                    protocol_type=group.protocol_type if group else "consumer")
+        return response
+
+    async def DeleteGroup(self, request: pb.DeleteGroupRequest,
+                          context: grpc.aio.ServicerContext) -> pb.DeleteGroupResponse:
+        response = pb.DeleteGroupResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            response.error_code = _code(await coordinator.delete(request.group_id))
+
+        return await self._answer(response, work)
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class GroupsProcess:
+    def __init__(self, settings: GroupsSettings) -> None:
+        self.settings = settings
+        self.keys = KeySpace(settings.cluster)
+        self.cache = MetadataCache(self.keys)
+        self.servicer = GroupsServicer(self.cache)
+        self._stopping = asyncio.Event()
+        self._producer: Producer | None = None
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        settings = self.settings
+        etcd = await connect(settings.etcd_endpoints)
+        watcher = MetadataWatcher(etcd, self.cache)
+        await watcher.start()
+        server = grpc.aio.server(interceptors=telemetry.server_interceptors())
+        groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(self.servicer, server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        if server.add_insecure_port(settings.listen) == 0:
+            raise RuntimeError(f"cannot listen on {settings.listen}")
+        await server.start()
+        self._producer = Producer(settings.bootstrap, acks="all", linger_ms=0,
+                                  request_timeout_ms=10_000, delivery_timeout_ms=30_000,
+                                  client_id=f"coordinator-{settings.instance_id}")
+        ownership = ShardOwnership(
+            etcd, self.keys, self.cache,
+            CoordinatorRecord(settings.instance_id, settings.advertise), self._shard_count,
+            settings.lease_ttl, self._acquire, self._release)
+        owning = asyncio.create_task(self._own(ownership), name="shard-ownership")
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info("group coordinator serving", extra={"listen": settings.listen,
+                                                     "instance": settings.instance_id})
+        try:
+            await self._stopping.wait()
+        finally:
+            ownership.stop()
+            await owning
+            await server.stop(grace=2)
+            self._producer.close(timeout=5)
+            await watcher.stop()
+            await etcd.close()
+
+    async def _own(self, ownership: ShardOwnership) -> None:
+        await self._ensure_offsets_topic()
+        if not self._stopping.is_set():
+            await ownership.run()
+
+    def _shard_count(self) -> int | None:
+        topic = self.cache.topics.get(GROUP_TOPIC)
+        return topic.partitions if topic is not None else None
+
+    async def _ensure_offsets_topic(self) -> None:
+        """Ask the active controller for __consumer_offsets until it exists."""
+        while not self._stopping.is_set() and GROUP_TOPIC not in self.cache.topics:
+            controller = self.cache.controller
+            if controller is not None and self.cache.brokers:
+                try:
+                    async with grpc.aio.insecure_channel(controller.address) as channel:
+                        result = await controller_pb2_grpc.ControllerStub(channel) \
+                            .EnsureInternalTopic(pb_ctl.EnsureInternalTopicRequest(
+                                name=GROUP_TOPIC, partitions=self.settings.shards), timeout=10)
+                    if result.error_code and result.error_message:
+                        log.info("waiting to create the offsets topic",
+                                 extra={"detail": result.error_message})
+                except grpc.aio.AioRpcError as exc:
+                    log.info("controller unreachable", extra={"error": exc.code().name})
+            await self.cache.wait_changed(1.0)
+
+    async def _acquire(self, shard: int) -> None:
+        assert self._producer is not None
+        self.servicer.loading.add(shard)
+        coordinator = ShardCoordinator(
+            shard, GatewayShardLog(self._producer, self.settings.bootstrap, shard),
+            initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms)
+        try:
+            while True:
+                try:
+                    await coordinator.load()
+                    break
+                except Exception as exc:
+                    log.warning("loading a group shard failed; retrying",
+                                extra={"shard": shard, "error": str(exc)})
+                    if await wait_event(self._stopping, 1.0):
+                        return
+            coordinator.start()
+            self.servicer.shards[shard] = coordinator
+        finally:
+            self.servicer.loading.discard(shard)
+
+    async def _release(self, shard: int) -> None:
+        coordinator = self.servicer.shards.pop(shard, None)
+        if coordinator is not None:
+            await coordinator.stop()
