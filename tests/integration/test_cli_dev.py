@@ -28,7 +28,7 @@ def test_dev_up_status_down(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         processes = json.loads(status.stdout)["processes"]
         roles = sorted(p["role"] for p in processes)
-        assert roles == ["controller", "controller", "etcd", "gateway",
+        assert roles == ["controller", "controller", "etcd", "gateway", "groups",
                          "storage", "storage", "storage"]
         assert all(p["running"] and p["serving"] for p in processes), processes
         assert all(Path(p["log"]).parent == directory / "logs" for p in processes)
@@ -38,7 +38,7 @@ def test_dev_up_status_down(tmp_path: Path) -> None:
     finally:
         stopped = strand("dev", "down", env=env)
     assert stopped.returncode == 0, stopped.stderr
-    assert "stopped 7 processes" in stopped.stderr
+    assert "stopped 8 processes" in stopped.stderr
     assert not (directory / "cluster.json").exists()
     for process in processes:
         pid = int(process["pid"])
