@@ -458,10 +458,18 @@ class Consumer:
         if not fetchable:
             return
         self._refresh_metadata_if_due()
-        share = max(1, -(-len(self._states) // _MAX_FETCHES))
-        while fetchable and len(self._inflight) < _MAX_FETCHES:
-            self._fetch(fetchable[:share])
-            fetchable = fetchable[share:]
+        # One fetch per leader node (as Kafka's consumer does): the gateway then passes
+        # each on untouched, without merging the nodes' records into a new answer.
+        by_leader: dict[int | None, list[tuple[TopicPartition, _PartitionState]]] = {}
+        leader_of = self._metadata.leader_of
+        for tp, state in fetchable:
+            by_leader.setdefault(leader_of(tp), []).append((tp, state))
+        limit = max(_MAX_FETCHES, len(by_leader))
+        for group in by_leader.values():
+            share = max(1, -(-len(group) // max(1, _MAX_FETCHES // len(by_leader))))
+            while group and len(self._inflight) < limit:
+                self._fetch(group[:share])
+                group = group[share:]
 
     def _fetch(self, partitions: list[tuple[TopicPartition, _PartitionState]]) -> None:
         topics: dict[str, list[pb.PartitionFetchData]] = {}
