@@ -13,7 +13,9 @@
         ...
     consumer.close()
 
-Groups (``subscribe``, commits) come later; until then positions live only in the
+With ``group_id``, ``subscribe()`` joins a consumer group instead (see
+:mod:`strand.consumer.group_mode`): partitions are shared among the members and
+positions are committed to the group. Without a group, positions live only in the
 consumer: a newly assigned partition starts where ``auto_offset_reset`` says
 (``'earliest'``, the default here, ``'latest'``, or ``'none'``: raise
 NoOffsetForPartitionError until ``seek()``).
@@ -56,8 +58,10 @@ from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import MAX_MESSAGE_BYTES, TransportError, open_channel, transport_error
 from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
+from strand.consumer.coordinator import ConsumerCoordinator
 from strand.consumer.errors import NoOffsetForPartitionError
 from strand.consumer.fetch_buffer import CompletedFetch
+from strand.consumer.group_mode import GroupMode
 from strand.consumer.records import ConsumerRecord
 from strand.errors import (
     ErrorCode,
@@ -164,6 +168,14 @@ class Consumer:
         check_crcs: bool = True,
         consumer_timeout_ms: float | None = None,
         client_id: str | None = None,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: float = 5_000,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: tuple[str, ...] = ("range", "cooperative-sticky"),
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
@@ -208,6 +220,18 @@ class Consumer:
         self._wake = threading.Event()  # set by close() to end a blocked poll
         # Iteration hands out records one by one from this stash (see __next__).
         self._stash: deque[ConsumerRecord] = deque()
+        self._group: GroupMode | None = None
+        if group_id is not None:
+            coordinator = ConsumerCoordinator(
+                self._stub, group_id, self.client_id,
+                assignors=partition_assignment_strategy, group_instance_id=group_instance_id,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=max_poll_interval_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                request_timeout_ms=request_timeout_ms, partitions_for=self._partition_count)
+            self._group = GroupMode(self, coordinator, enable_auto_commit=enable_auto_commit,
+                                    auto_commit_interval_ms=auto_commit_interval_ms,
+                                    join_timeout_ms=max_poll_interval_ms)
 
     # ------------------------------------------------------------- assignment
 
@@ -224,6 +248,48 @@ class Consumer:
 
     def unassign(self) -> None:
         self.assign([])
+
+    # ------------------------------------------------------------------- groups
+
+    def subscribe(self, topics: Iterable[str], listener: object | None = None) -> None:
+        """Consume ``topics`` as a member of ``group_id``: the group shares their
+        partitions among its members. ``listener`` may have Kafka's
+        ``on_partitions_revoked/assigned/lost(partitions)`` methods."""
+        self._check_open()
+        if self._group is None:
+            raise ValueError("subscribe() needs a group_id")
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        self._metadata.add_topics(topics)
+        self._group.subscribe(topics, listener)
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commit ``offsets`` (default: the current positions) to the group, now."""
+        self._check_open()
+        if self._group is None:
+            raise ValueError("commit() needs a group_id")
+        if offsets is None:
+            self._group.commit_positions()
+        else:
+            self._group.coordinator.commit({_tp(tp): o for tp, o in offsets.items()})
+
+    def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
+        """The group's committed offset of ``tp`` (None: nothing committed)."""
+        if self._group is None:
+            raise ValueError("committed() needs a group_id")
+        return self._group.coordinator.committed([_tp(tp)])[_tp(tp)]
+
+    def _assign_from_group(self, partitions: list[TopicPartition]) -> None:
+        self.assign(partitions)
+
+    def _known_positions(self) -> dict[TopicPartition, int]:
+        return {tp: s.position for tp, s in self._states.items() if s.position is not None}
+
+    def _partition_count(self, topic: str) -> int | None:
+        """For the group leader's assignment: None for a topic that does not exist."""
+        try:
+            return len(self.partitions_for(topic))
+        except StrandError:
+            return None
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
@@ -328,6 +394,8 @@ class Consumer:
         if limit <= 0:
             raise ValueError(f"max_records must be positive, got {max_records}")
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        if self._group is not None:
+            self._group.before_poll()
         while True:
             self._raise_errors()
             self._update_positions()
@@ -756,6 +824,8 @@ class Consumer:
         another thread to end a blocked ``poll()`` or iteration."""
         if self._closed:
             return
+        if self._group is not None:
+            self._group.close()  # commits (auto commit) and leaves the group at once
         self._closed = True
         self._wake.set()
         self._cancel_inflight()

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -33,6 +33,7 @@ class SdkCluster:
     gateway: ServiceProcess
     tmp: Path
     name: str
+    coordinators: list[ServiceProcess] = field(default_factory=list)
 
     @property
     def bootstrap(self) -> str:
@@ -51,13 +52,23 @@ class SdkCluster:
     def common(self) -> list[str]:
         return ["--etcd", self.etcd.endpoint, "--cluster", self.name]
 
+    def group_coordinator(self, index: int, port: int | None = None) -> ServiceProcess:
+        proc = ServiceProcess("groups", [
+            *self.common, "--id", f"groups-{index}", "--bootstrap", self.bootstrap,
+            "--lease-ttl", "2", "--shards", "4", "--initial-rebalance-delay-ms", "300"],
+            self.tmp / f"groups-{index}.log")
+        if port is not None:
+            proc.listen_port = port
+        return proc
+
     def stop(self) -> None:
-        for proc in (self.gateway, *self.storage, self.controller):
+        for proc in (*self.coordinators, self.gateway, *self.storage, self.controller):
             proc.stop()
         self.etcd.stop()
 
 
-def start_sdk_cluster(tmp: Path, nodes: int = 2, name: str = "sdk") -> SdkCluster:
+def start_sdk_cluster(tmp: Path, nodes: int = 2, name: str = "sdk",
+                      coordinators: int = 0) -> SdkCluster:
     tmp.mkdir(parents=True, exist_ok=True)
     etcd = EtcdServer(tmp / "etcd")
     etcd.start()
@@ -76,6 +87,7 @@ def start_sdk_cluster(tmp: Path, nodes: int = 2, name: str = "sdk") -> SdkCluste
                    20, "every storage node to register")
     finally:
         channel.close()
+    cluster.coordinators = [cluster.group_coordinator(i).start() for i in range(coordinators)]
     return cluster
 
 
@@ -92,8 +104,9 @@ def sdk_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., SdkCluster]]:
     """Start a cluster of its own for one test (``nodes`` storage nodes); stopped after it."""
     started: list[SdkCluster] = []
 
-    def start(nodes: int = 1) -> SdkCluster:
-        cluster = start_sdk_cluster(tmp_path / f"cluster-{len(started)}", nodes)
+    def start(nodes: int = 1, coordinators: int = 0) -> SdkCluster:
+        cluster = start_sdk_cluster(tmp_path / f"cluster-{len(started)}", nodes,
+                                    coordinators=coordinators)
         started.append(cluster)
         return cluster
 

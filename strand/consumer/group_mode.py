@@ -1,0 +1,105 @@
+"""The Consumer in a group: ``subscribe()`` instead of ``assign()``.
+
+Before each ``poll()`` the consumer makes sure it is a member of its group with a
+current assignment (:class:`ConsumerCoordinator`), tells the rebalance listener
+what it lost or gained, starts new partitions at their committed offsets (or by
+``auto_offset_reset`` when nothing is committed), and commits its positions every
+``auto_commit_interval_ms`` when auto commit is on. Partitions an eager rebalance
+takes away are committed first, so the next owner starts where this one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from strand.client.structs import TopicPartition
+from strand.consumer.coordinator import ConsumerCoordinator, Rebalance
+from strand.errors import StrandError
+
+if TYPE_CHECKING:
+    from strand.consumer.consumer import Consumer
+
+log = logging.getLogger(__name__)
+
+
+class RebalanceListener(Protocol):
+    """Kafka's ``ConsumerRebalanceListener`` (any of the three may be left out)."""
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None: ...
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None: ...
+
+
+def _notify(listener: object, method: str, partitions: set[TopicPartition]) -> None:
+    callback = getattr(listener, method, None)
+    if callback is not None and partitions:
+        callback(set(partitions))
+
+
+class GroupMode:
+    def __init__(self, consumer: Consumer, coordinator: ConsumerCoordinator, *,
+                 enable_auto_commit: bool, auto_commit_interval_ms: float,
+                 join_timeout_ms: float) -> None:
+        self.consumer = consumer
+        self.coordinator = coordinator
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self.join_timeout_s = join_timeout_ms / 1000
+        self.listener: object | None = None
+        self._next_commit = time.monotonic() + self.auto_commit_interval_s
+
+    def subscribe(self, topics: list[str], listener: object | None) -> None:
+        self.listener = listener
+        self.coordinator.subscribe(topics)
+
+    def before_poll(self) -> None:
+        if self.coordinator.needs_rejoin and self.coordinator.topics:
+            result = self.coordinator.ensure_active(self.join_timeout_s,
+                                                    before_join=self._before_revoke)
+            if result is not None:
+                self._apply(result)
+        if self.enable_auto_commit and time.monotonic() >= self._next_commit:
+            self._next_commit = time.monotonic() + self.auto_commit_interval_s
+            try:
+                self.commit_positions()
+            except StrandError as exc:  # a rebalance under way: the next round commits
+                log.info("auto commit skipped: %s", exc)
+
+    def _before_revoke(self, partitions: set[TopicPartition]) -> None:
+        if self.enable_auto_commit:
+            try:
+                self.commit_positions(partitions)
+            except StrandError as exc:
+                log.warning("could not commit revoked partitions: %s", exc)
+        _notify(self.listener, "on_partitions_revoked", partitions)
+
+    def _apply(self, result: Rebalance) -> None:
+        consumer = self.consumer
+        if result.lost:
+            _notify(self.listener, "on_partitions_lost", result.lost)
+        elif result.revoked and self.coordinator.cooperative:
+            _notify(self.listener, "on_partitions_revoked", result.revoked)
+        consumer._assign_from_group(sorted(self.coordinator.owned))
+        committed = self.coordinator.committed(sorted(result.assigned))
+        for tp, offset in committed.items():
+            if offset is not None:
+                consumer.seek(tp, offset)
+        _notify(self.listener, "on_partitions_assigned", result.assigned)
+
+    def commit_positions(self, partitions: set[TopicPartition] | None = None) -> None:
+        positions = self.consumer._known_positions()
+        if partitions is not None:
+            positions = {tp: o for tp, o in positions.items() if tp in partitions}
+        self.coordinator.commit(positions)
+
+    def close(self) -> None:
+        if self.enable_auto_commit and self.coordinator.member_id:
+            try:
+                self.commit_positions()
+            except StrandError as exc:
+                log.warning("final auto commit failed: %s", exc)
+        self.coordinator.close(leave=True)

@@ -1,0 +1,104 @@
+"""SDK consumers in a group (real processes): subscribe, partitions shared once among
+the members, a member leaving hands its partitions over, committed offsets resume a
+new member where the group stopped (nothing re-read, nothing skipped)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+
+if TYPE_CHECKING:
+    from conftest import SdkCluster
+
+TOPIC = "grouped"
+PARTITIONS = 4
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.assigned: set[TopicPartition] = set()
+        self.events: list[tuple[str, set[TopicPartition]]] = []
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        self.assigned |= partitions
+        self.events.append(("assigned", partitions))
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        self.assigned -= partitions
+        self.events.append(("revoked", partitions))
+
+
+def consumer(cluster: SdkCluster) -> Consumer:
+    return Consumer(cluster.bootstrap, group_id="readers", session_timeout_ms=6000,
+                    heartbeat_interval_ms=500, auto_commit_interval_ms=200,
+                    max_poll_interval_ms=20_000)
+
+
+def test_a_group_shares_partitions_and_resumes_from_commits(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    cluster = sdk_cluster_factory(nodes=3, coordinators=1)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
+    with Producer(cluster.bootstrap, acks="all") as producer:
+        for i in range(400):
+            producer.send(TOPIC, f"v{i}".encode(), partition=i % PARTITIONS)
+        producer.flush(timeout=30)
+
+    seen: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}
+    recorders = {"a": Recorder(), "b": Recorder()}
+    stop = threading.Event()
+
+    def run(name: str, until: threading.Event) -> None:
+        with consumer(cluster) as member:
+            member.subscribe([TOPIC], listener=recorders[name])
+            while not until.is_set():
+                for records in member.poll(timeout_ms=200).values():
+                    seen[name].extend((r.partition, r.offset) for r in records)
+
+    stop_a = threading.Event()
+    threads = [threading.Thread(target=run, args=("a", stop_a)),
+               threading.Thread(target=run, args=("b", stop))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        a, b = recorders["a"].assigned, recorders["b"].assigned
+        if a and b and not a & b and len(a | b) == PARTITIONS \
+                and len(seen["a"]) + len(seen["b"]) >= 400:
+            break
+        time.sleep(0.1)
+    a, b = set(recorders["a"].assigned), set(recorders["b"].assigned)
+    assert a and b and not a & b, (a, b)  # each partition to exactly one member
+    assert a | b == {TopicPartition(TOPIC, p) for p in range(PARTITIONS)}
+
+    # a leaves (close() commits and leaves at once): b takes every partition over.
+    stop_a.set()
+    threads[0].join(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(recorders["b"].assigned) < PARTITIONS:
+        time.sleep(0.1)
+    assert len(recorders["b"].assigned) == PARTITIONS
+    stop.set()
+    threads[1].join(30)
+
+    every = seen["a"] + seen["b"]
+    assert {(p, o) for p, o in every} == {(p, o) for p in range(PARTITIONS) for o in range(100)}
+
+    # A new member of the group starts at the committed offsets: nothing is re-read.
+    with Producer(cluster.bootstrap, acks="all") as producer:
+        for i in range(8):
+            producer.send(TOPIC, f"late{i}".encode(), partition=i % PARTITIONS)
+        producer.flush(timeout=30)
+    late: list[bytes] = []
+    with consumer(cluster) as member:
+        member.subscribe(TOPIC)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(late) < 8:
+            for records in member.poll(timeout_ms=300).values():
+                late.extend(r.value or b"" for r in records)
+        assert member.committed(TopicPartition(TOPIC, 0)) is not None
+    assert sorted(late) == sorted(f"late{i}".encode() for i in range(8))
