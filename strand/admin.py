@@ -41,14 +41,20 @@ import grpc
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import open_channel, transport_error
 from strand.client.metadata import BrokerInfo
+from strand.client.structs import TopicPartition
+from strand.consumer.protocol import ProtocolError, decode_assignment
 from strand.errors import ErrorCode, error_for
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
+from strand.v1 import groups_pb2 as pb_groups
 
 __all__ = [
     "Admin",
     "ClusterDescription",
     "ConfigValue",
+    "GroupDescription",
+    "GroupListing",
+    "GroupMemberDescription",
     "NewTopic",
     "PartitionDescription",
     "PartitionReassignment",
@@ -110,6 +116,31 @@ class PartitionReassignment:
     adding: tuple[int, ...]
     removing: tuple[int, ...]
     isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    state: str
+    protocol_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol: str
+    generation: int
+    leader_id: str
+    members: tuple[GroupMemberDescription, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +388,55 @@ class Admin:
         return [PartitionReassignment(r.topic, r.partition, tuple(r.replicas), tuple(r.adding),
                                       tuple(r.removing), tuple(r.isr))
                 for r in response.reassignments]
+
+    # ----------------------------------------------------------- consumer groups
+
+    def _group_call(self, method: Callable[..., T], request: Any, what: str) -> T:
+        response = self._call(method, request, what)
+        code = getattr(response, "error_code", 0)
+        if code != ErrorCode.NONE:
+            raise error_for(code, f"{what}: {getattr(response, 'error_message', '')}")
+        return response
+
+    def list_groups(self) -> list[GroupListing]:
+        response = self._group_call(self._stub.ListGroups, pb_groups.ListGroupsRequest(),
+                                    "ListGroups")
+        return sorted((GroupListing(g.group_id, g.state, g.protocol_type)
+                       for g in response.groups), key=lambda g: g.group_id)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        response = self._group_call(self._stub.DescribeGroup,
+                                    pb_groups.DescribeGroupRequest(group_id=group_id),
+                                    f"DescribeGroup {group_id!r}")
+        members = []
+        for m in response.members:
+            try:
+                partitions = decode_assignment(m.assignment).partitions
+            except ProtocolError:
+                partitions = ()
+            members.append(GroupMemberDescription(m.member_id, m.group_instance_id or None,
+                                                  m.client_id, partitions))
+        return GroupDescription(group_id, response.state, response.protocol,
+                                response.generation_id, response.leader_id, tuple(members))
+
+    def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        response = self._group_call(self._stub.OffsetFetch,
+                                    pb_groups.OffsetFetchRequest(group_id=group_id),
+                                    f"OffsetFetch {group_id!r}")
+        return {TopicPartition(p.topic, p.partition): p.offset for p in response.partitions
+                if p.offset >= 0}
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set committed offsets of a group that has no members (Kafka's
+        ``--reset-offsets``); a group with members answers UNKNOWN_MEMBER_ID."""
+        self._group_call(self._stub.OffsetCommit, pb_groups.OffsetCommitRequest(
+            group_id=group_id, member_id="", generation_id=-1, partitions=[
+                pb_groups.OffsetCommitPartition(topic=tp[0], partition=tp[1], offset=o)
+                for tp, o in sorted(offsets.items())]), f"OffsetCommit {group_id!r}")
+
+    def delete_group(self, group_id: str) -> None:
+        self._group_call(self._stub.DeleteGroup, pb_groups.DeleteGroupRequest(group_id=group_id),
+                         f"DeleteGroup {group_id!r}")
 
     # ----------------------------------------------------------------- cluster
 

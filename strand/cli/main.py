@@ -6,6 +6,7 @@ import click
 
 from strand.cli.bench import bench
 from strand.cli.dev import dev
+from strand.cli.group import group
 from strand.cli.produce import consume, produce
 from strand.cli.topic import topic
 
@@ -19,7 +20,7 @@ def cli(ctx: click.Context, bootstrap: str | None) -> None:
     ctx.obj = {"bootstrap": bootstrap}
 
 
-for command in (dev, topic, produce, consume, bench):
+for command in (dev, topic, produce, consume, group, bench):
     cli.add_command(command)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -64,14 +65,25 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None, acks: str
 @click.option("--print-offset", is_flag=True)
 @click.option("--timeout-ms", type=int, default=10_000, show_default=True,
               help="without --follow: give up when nothing arrives for this long")
+@click.option("--group", "group_id", default=None,
+              help="consume as a member of this consumer group, committing as it goes")
+@click.option("--idle-timeout-ms", type=click.IntRange(1), default=None,
+              help="with --group: exit after this long without a new record")
 @click.pass_context
 @friendly_errors
 def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int | None,
             offset: int | None, max_messages: int | None, follow: bool, print_key: bool,
-            print_offset: bool, timeout_ms: int) -> None:
+            print_offset: bool, timeout_ms: int, group_id: str | None,
+            idle_timeout_ms: int | None) -> None:
     """Print the records of TOPIC, one value per line."""
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
+    if group_id is not None:
+        if partition is not None or offset is not None:
+            raise click.UsageError("--group shares the partitions: no --partition/--offset")
+        _consume_in_group(ctx, topic, group_id, from_beginning, max_messages, print_key,
+                          print_offset, idle_timeout_ms)
+        return
     out = sys.stdout.buffer
     with Consumer(bootstrap(ctx)) as consumer:
         partitions = consumer.partitions_for(topic)
@@ -93,13 +105,7 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int
             batches = consumer.poll(timeout_ms=500)
             for records in batches.values():
                 for record in records:
-                    fields = []
-                    if print_offset:
-                        fields.append(f"{record.partition}:{record.offset}".encode())
-                    if print_key:
-                        fields.append(record.key if record.key is not None else b"null")
-                    fields.append(record.value if record.value is not None else b"null")
-                    out.write(b"\t".join(fields) + b"\n")
+                    _write(out, record, print_key, print_offset)
                     seen += 1
                     if max_messages is not None and seen >= max_messages:
                         out.flush()
@@ -111,3 +117,45 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int
                 idle = (time.monotonic() - last_record) * 1000 > timeout_ms
                 if caught_up or idle:
                     return
+
+
+def _write(out: Any, record: Any, print_key: bool, print_offset: bool) -> None:
+    fields = []
+    if print_offset:
+        fields.append(f"{record.partition}:{record.offset}".encode())
+    if print_key:
+        fields.append(record.key if record.key is not None else b"null")
+    fields.append(record.value if record.value is not None else b"null")
+    out.write(b"\t".join(fields) + b"\n")
+
+
+def _consume_in_group(ctx: click.Context, topic: str, group_id: str, from_beginning: bool,
+                      max_messages: int | None, print_key: bool, print_offset: bool,
+                      idle_timeout_ms: int | None) -> None:
+    """Kafka's console consumer with --group: committed offsets first, else earliest
+    (--from-beginning) or latest; commits as it goes and once more when it stops."""
+    out = sys.stdout.buffer
+    seen = 0
+    with Consumer(bootstrap(ctx), group_id=group_id,
+                  auto_offset_reset="earliest" if from_beginning else "latest",
+                  auto_commit_interval_ms=1000) as consumer:
+        consumer.subscribe([topic])
+        last_record = time.monotonic()
+        assigned = False
+        while True:
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    _write(out, record, print_key, print_offset)
+                    seen += 1
+                    if max_messages is not None and seen >= max_messages:
+                        out.flush()
+                        return
+                last_record = time.monotonic()
+            out.flush()
+            if not assigned:
+                # Idle time counts from the first assignment (joining takes a while).
+                assigned = bool(consumer.assignment())
+                last_record = time.monotonic()
+            elif idle_timeout_ms is not None and \
+                    (time.monotonic() - last_record) * 1000 > idle_timeout_ms:
+                return

@@ -270,8 +270,9 @@ class ConsumerCoordinator:
         if answer.error_code != ErrorCode.NONE:
             raise error_for(answer.error_code,
                             f"offsets of group {self.group_id!r}: {answer.error_message}")
-        found = {TopicPartition(p.topic, p.partition): p.offset for p in answer.partitions}
-        return {tp: (found.get(tp) if (found.get(tp) or -1) >= 0 else None) for tp in wanted}
+        found = {TopicPartition(p.topic, p.partition): p.offset for p in answer.partitions
+                 if p.offset >= 0}  # -1: nothing committed
+        return {tp: found.get(tp) for tp in wanted}
 
     # -- leaving ------------------------------------------------------------------------------
 

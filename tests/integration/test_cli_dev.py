@@ -35,6 +35,7 @@ def test_dev_up_status_down(tmp_path: Path) -> None:
         again = strand("dev", "up", env=env)
         assert again.returncode != 0 and "already running" in again.stderr
         check_topic_produce_consume_bench(env)
+        check_groups(env)
     finally:
         stopped = strand("dev", "down", env=env)
     assert stopped.returncode == 0, stopped.stderr
@@ -90,3 +91,36 @@ def check_topic_produce_consume_bench(env: dict[str, str]) -> None:
     deleted = strand("topic", "delete", "demo", env=env)
     assert deleted.returncode == 0, deleted.stderr
     assert json.loads(strand("topic", "list", "--json", env=env).stdout) == []
+
+
+def check_groups(env: dict[str, str]) -> None:
+    """``consume --group`` commits as it goes; ``group describe`` shows the lag;
+    ``reset-offsets`` and ``delete`` work on an empty group."""
+    created = strand("topic", "create", "shared", "--partitions", "3", env=env)
+    assert created.returncode == 0, created.stderr
+    produced = subprocess.run([sys.executable, "-m", "strand.cli.main", "produce", "shared"],
+                              input="".join(f"line-{i}\n" for i in range(30)), cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert produced.returncode == 0, produced.stderr
+
+    def group_read(*extra: str) -> int:
+        done = strand("consume", "shared", "--group", "readers", "--idle-timeout-ms", "1500",
+                      *extra, env=env)
+        assert done.returncode == 0, done.stderr
+        return len(done.stdout.splitlines())
+
+    assert group_read("--from-beginning") == 30
+    described = json.loads(strand("group", "describe", "readers", "--json", env=env).stdout)
+    assert described["state"] == "Empty" and described["members"] == 0
+    assert sum(p["committed"] for p in described["partitions"]) == 30
+    assert all(p["lag"] == 0 for p in described["partitions"])
+    assert group_read() == 0  # resumes at the commits: nothing again
+    reset = strand("group", "reset-offsets", "readers", "--topic", "shared", "--to-earliest",
+                   env=env)
+    assert reset.returncode == 0, reset.stderr
+    assert group_read() == 30  # committed offset 0 is a position, not "nothing committed"
+    listed = json.loads(strand("group", "list", "--json", env=env).stdout)
+    assert {"group": "readers", "state": "Empty"} in listed
+    assert strand("group", "delete", "readers", env=env).returncode == 0
+    missing = strand("group", "delete", "readers", env=env)
+    assert missing.returncode == 1 and "GROUP_ID_NOT_FOUND" in missing.stderr
