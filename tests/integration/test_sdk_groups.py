@@ -1,9 +1,12 @@
 """SDK consumers in a group (real processes): subscribe, partitions shared once among
 the members, a member leaving hands its partitions over, committed offsets resume a
-new member where the group stopped (nothing re-read, nothing skipped)."""
+new member where the group stopped (nothing re-read, nothing skipped), and a member
+killed with SIGKILL loses its partitions to the others after its session timeout."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -102,3 +105,45 @@ def test_a_group_shares_partitions_and_resumes_from_commits(
                 late.extend(r.value or b"" for r in records)
         assert member.committed(TopicPartition(TOPIC, 0)) is not None
     assert sorted(late) == sorted(f"late{i}".encode() for i in range(8))
+
+
+MEMBER_SCRIPT = """
+import sys, time
+from strand import Consumer
+consumer = Consumer(sys.argv[1], group_id="killable", session_timeout_ms=3000,
+                    heartbeat_interval_ms=300, max_poll_interval_ms=20000)
+consumer.subscribe(["{topic}"])
+while True:
+    consumer.poll(timeout_ms=200)
+"""
+
+
+def test_a_killed_members_partitions_go_to_the_others_after_its_session(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    cluster = sdk_cluster_factory(nodes=3, coordinators=1)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("killable", PARTITIONS, 3)])
+    victim = subprocess.Popen(
+        [sys.executable, "-c", MEMBER_SCRIPT.format(topic="killable"), cluster.bootstrap],
+        stdout=subprocess.DEVNULL)
+    try:
+        recorder = Recorder()
+        with Consumer(cluster.bootstrap, group_id="killable", session_timeout_ms=3000,
+                      heartbeat_interval_ms=300, max_poll_interval_ms=20_000) as survivor:
+            survivor.subscribe(["killable"], listener=recorder)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (
+                    0 < len(recorder.assigned) < PARTITIONS):
+                survivor.poll(timeout_ms=200)
+            shared = set(recorder.assigned)
+            assert 0 < len(shared) < PARTITIONS, shared  # the victim holds the others
+            victim.kill()  # SIGKILL: no LeaveGroup, only the session timeout tells
+            killed_at = time.monotonic()
+            while time.monotonic() < killed_at + 30 and len(recorder.assigned) < PARTITIONS:
+                survivor.poll(timeout_ms=200)
+            took = time.monotonic() - killed_at
+            assert len(recorder.assigned) == PARTITIONS
+            assert took >= 2.0, took  # not before the victim's session could expire
+    finally:
+        victim.kill()
+        victim.wait()
