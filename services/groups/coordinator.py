@@ -225,9 +225,7 @@ class ShardCoordinator:
                    for tp, v in offsets.items()}
         records = self.store.commit(group_id, stamped)  # raises typed errors, writes nothing
         await self.log.append(records)
-        for record in records:
-            key = decode_key(record.key)
-            self.store.apply(key, decode_value(key, record.value))
+        self.store.apply_written(records)
         if not group.members:
             self.store.mark_empty(group_id, now)
         return ErrorCode.NONE
@@ -245,9 +243,7 @@ class ShardCoordinator:
         records = self.store.delete_group(group_id)
         if records:
             await self.log.append(records)
-            for record in records:
-                key = decode_key(record.key)
-                self.store.apply(key, None)
+            self.store.apply_written(records)
         self.groups.pop(group_id, None)
         return ErrorCode.NONE
 
@@ -309,8 +305,7 @@ class ShardCoordinator:
         except Exception as exc:
             log.warning("could not expire offsets", extra={"error": str(exc)})
             return
-        for record in records:
-            self.store.apply(decode_key(record.key), None)
+        self.store.apply_written(records)
         log.info("expired committed offsets", extra={"shard": self.shard,
                                                      "offsets": len(records)})
 

@@ -20,6 +20,8 @@ from services.groups.records import (
     OffsetKey,
     OffsetValue,
     Value,
+    decode_key,
+    decode_value,
     encode_key,
     encode_value,
 )
@@ -66,6 +68,12 @@ class OffsetStore:
         else:
             assert isinstance(value, GroupValue)
             self._groups[key.group] = value
+
+    def apply_written(self, records: Iterable[Record]) -> None:
+        """Apply records this store made (commit, delete, expiry) once they are written."""
+        for record in records:
+            key = decode_key(record.key)
+            self.apply(key, decode_value(key, record.value))
 
     # -- commits and fetches ------------------------------------------------------------------
 
