@@ -140,6 +140,16 @@ def _grouped(entries: Iterable[tuple[str, int, Any]]) -> dict[str, list[Any]]:
     return topics
 
 
+def _forwarded(method: str, response_type: type[Any]) -> Callable[..., Awaitable[Any]]:
+    """A servicer method passing a group call on to the coordinator of its group."""
+    async def call(self: GatewayServicer, request: Any,
+                   context: grpc.aio.ServicerContext) -> Any:
+        return await self.groups.forward(method, request, response_type)
+
+    call.__name__ = call.__qualname__ = method
+    return call
+
+
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     def __init__(self, cache: MetadataCache, channels: Channels) -> None:
         self.cache = cache
@@ -156,52 +166,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             timeout_s=request.rebalance_timeout_ms / 1000 + 10)
         return response
 
-    async def SyncGroup(self, request: pb_groups.SyncGroupRequest,
-                        context: grpc.aio.ServicerContext) -> pb_groups.SyncGroupResponse:
-        response: pb_groups.SyncGroupResponse = await self.groups.forward(
-            "SyncGroup", request, pb_groups.SyncGroupResponse)
-        return response
-
-    async def Heartbeat(self, request: pb_groups.HeartbeatRequest,
-                        context: grpc.aio.ServicerContext) -> pb_groups.HeartbeatResponse:
-        response: pb_groups.HeartbeatResponse = await self.groups.forward(
-            "Heartbeat", request, pb_groups.HeartbeatResponse)
-        return response
-
-    async def LeaveGroup(self, request: pb_groups.LeaveGroupRequest,
-                         context: grpc.aio.ServicerContext) -> pb_groups.LeaveGroupResponse:
-        response: pb_groups.LeaveGroupResponse = await self.groups.forward(
-            "LeaveGroup", request, pb_groups.LeaveGroupResponse)
-        return response
-
-    async def OffsetCommit(self, request: pb_groups.OffsetCommitRequest,
-                           context: grpc.aio.ServicerContext) -> pb_groups.OffsetCommitResponse:
-        response: pb_groups.OffsetCommitResponse = await self.groups.forward(
-            "OffsetCommit", request, pb_groups.OffsetCommitResponse)
-        return response
-
-    async def OffsetFetch(self, request: pb_groups.OffsetFetchRequest,
-                          context: grpc.aio.ServicerContext) -> pb_groups.OffsetFetchResponse:
-        response: pb_groups.OffsetFetchResponse = await self.groups.forward(
-            "OffsetFetch", request, pb_groups.OffsetFetchResponse)
-        return response
-
-    async def DescribeGroup(self, request: pb_groups.DescribeGroupRequest,
-                            context: grpc.aio.ServicerContext
-                            ) -> pb_groups.DescribeGroupResponse:
-        response: pb_groups.DescribeGroupResponse = await self.groups.forward(
-            "DescribeGroup", request, pb_groups.DescribeGroupResponse)
-        return response
+    SyncGroup = _forwarded("SyncGroup", pb_groups.SyncGroupResponse)
+    Heartbeat = _forwarded("Heartbeat", pb_groups.HeartbeatResponse)
+    LeaveGroup = _forwarded("LeaveGroup", pb_groups.LeaveGroupResponse)
+    OffsetCommit = _forwarded("OffsetCommit", pb_groups.OffsetCommitResponse)
+    OffsetFetch = _forwarded("OffsetFetch", pb_groups.OffsetFetchResponse)
+    DescribeGroup = _forwarded("DescribeGroup", pb_groups.DescribeGroupResponse)
+    DeleteGroup = _forwarded("DeleteGroup", pb_groups.DeleteGroupResponse)
 
     async def ListGroups(self, request: pb_groups.ListGroupsRequest,
                          context: grpc.aio.ServicerContext) -> pb_groups.ListGroupsResponse:
         return await self.groups.list_groups()
-
-    async def DeleteGroup(self, request: pb_groups.DeleteGroupRequest,
-                          context: grpc.aio.ServicerContext) -> pb_groups.DeleteGroupResponse:
-        response: pb_groups.DeleteGroupResponse = await self.groups.forward(
-            "DeleteGroup", request, pb_groups.DeleteGroupResponse)
-        return response
 
     def _storage(self, address: str) -> storage_pb2_grpc.StorageStub:
         return storage_pb2_grpc.StorageStub(self.channels.get(address))
