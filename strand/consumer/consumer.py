@@ -20,21 +20,11 @@ consumer: a newly assigned partition starts where ``auto_offset_reset`` says
 (``'earliest'``, the default here, ``'latest'``, or ``'none'``: raise
 NoOffsetForPartitionError until ``seek()``).
 
-How it fetches: Fetch calls to the gateway for the assigned, unpaused partitions
-that have less than two answers buffered, long-polling up to ``fetch_max_wait_ms``
-for ``fetch_min_bytes``. Two calls are in flight at once, each for half of the
-partitions, and they are sent ahead while ``poll()`` hands out buffered records
-(pipelining): the gateway, the storage node and the consumer then work on different
-answers at the same time (one call for every partition measured 60-90 MB/s here,
-two 110-130 MB/s). Answers are kept raw and decoded batch by batch as ``poll()``
-needs records. The order of partitions in the requests rotates, so that with
-``fetch_max_bytes`` reached every partition gets its turn first.
-
-Errors: OFFSET_OUT_OF_RANGE resets the position by ``auto_offset_reset`` (or raises
-OffsetOutOfRangeError from ``poll()`` for ``'none'``); stale-leader answers refresh
-the metadata and retry the partition after ``retry_backoff_ms``; a gateway that
-cannot be reached is retried quietly (``poll()`` returns nothing meanwhile); other
-errors are raised from ``poll()`` as their typed StrandError.
+How it fetches and what happens on errors: :mod:`strand.consumer.fetcher`
+(pipelined Fetch calls, one per leader node; stale leaders retried, out-of-range
+offsets reset by ``auto_offset_reset``); positions being reset are resolved by
+:mod:`strand.consumer.offset_lookup`. Errors that cannot be retried are raised from
+``poll()`` as their typed StrandError.
 
 Like Kafka's, a Consumer is not thread-safe: use it from one thread (``close()``
 may be called from another one to stop a blocked ``poll()`` or iteration).
@@ -48,24 +38,22 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 import grpc
 
 from strand.client.bootstrap import resolve_bootstrap
-from strand.client.channel import MAX_MESSAGE_BYTES, TransportError, open_channel, transport_error
+from strand.client.channel import MAX_MESSAGE_BYTES, open_channel, transport_error
 from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator
-from strand.consumer.errors import NoOffsetForPartitionError
-from strand.consumer.fetch_buffer import CompletedFetch
+from strand.consumer.fetcher import Fetcher, FetchSettings, PartitionState
 from strand.consumer.group_mode import GroupMode
+from strand.consumer.offset_lookup import EARLIEST, LATEST, OffsetLookup
 from strand.consumer.records import ConsumerRecord
 from strand.errors import (
     ErrorCode,
-    OffsetOutOfRangeError,
     RequestTimedOutError,
     StrandError,
     error_for,
@@ -78,49 +66,7 @@ __all__ = ["Consumer"]
 log = logging.getLogger(__name__)
 
 OffsetReset = Literal["earliest", "latest", "none"]
-EARLIEST = -2
-LATEST = -1
-_RESET_TIMESTAMP = {"earliest": EARLIEST, "latest": LATEST}
-_STALE_METADATA = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.KAFKA_STORAGE_ERROR,
-})
-_TRANSIENT = frozenset({
-    ErrorCode.REQUEST_TIMED_OUT,
-    ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.UNKNOWN_SERVER_ERROR,  # Kafka's fetcher logs these and retries too
-})
-_MAX_BUFFERED = 2  # answers buffered per partition before it is left out of fetches
-# Fetches in flight at once, over disjoint partitions: the gateway, the storage node
-# and this consumer work on different answers at the same time (a fetch of every
-# partition at once leaves two of the three idle while the third works).
-_MAX_FETCHES = 2
 _ids = itertools.count(1)
-
-
-@dataclass(slots=True)
-class _PartitionState:
-    position: int | None = None  # offset of the next record poll() returns
-    reset: str | None = None  # a pending reset: "earliest" or "latest"
-    fetch_offset: int = 0  # where the next fetch starts (after what is buffered)
-    version: int = 0  # bumped by every seek/reset: answers to older fetches are dropped
-    paused: bool = False
-    retry_at: float = 0.0  # monotonic seconds: no fetch/list-offsets before
-    error: StrandError | None = None  # raised by the next poll()
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    last_stable_offset: int = -1
-    buffered: deque[CompletedFetch] = field(default_factory=deque)
-
-
-@dataclass(slots=True)
-class _Inflight:
-    future: Any  # grpc.Future of the Fetch call
-    sent: dict[TopicPartition, tuple[int, int]]  # tp -> (fetch offset, state version)
 
 
 def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
@@ -210,14 +156,19 @@ class Consumer:
                                        refresh_backoff_ms=retry_backoff_ms)
         self._channel = open_channel(self.bootstrap, self.client_id)
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
-        self._states: dict[TopicPartition, _PartitionState] = {}
-        self._inflight: list[_Inflight] = []
-        self._fetch_done = threading.Event()  # set when any fetch in flight completes
-        self._fetch_retry_at = 0.0  # after a transport failure of a whole fetch
-        self._fetch_rotation = 0
+        self._fetcher = Fetcher(self._stub, self.bootstrap, self._metadata, FetchSettings(
+            fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes,
+            self._isolation, request_timeout_ms, retry_backoff_ms, check_crcs,
+            auto_offset_reset), self._refresh_metadata_if_due)
+        self._states = self._fetcher.states  # the same dict: assign() replaces its content
         self._drain_rotation = 0
         self._closed = False
         self._wake = threading.Event()  # set by close() to end a blocked poll
+        self._offsets = OffsetLookup(
+            self._stub, self.bootstrap, self._metadata, isolation=self._isolation,
+            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+            auto_offset_reset=auto_offset_reset, interrupted=self._wake,
+            check_open=self._check_open)
         # Iteration hands out records one by one from this stash (see __next__).
         self._stash: deque[ConsumerRecord] = deque()
         self._group: GroupMode | None = None
@@ -241,9 +192,10 @@ class Consumer:
         self._check_open()
         wanted = list(dict.fromkeys(_tp(p) for p in partitions))
         self._unstash()
-        states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
-        self._states = states
-        self._cancel_inflight()
+        states = {tp: self._states.get(tp) or PartitionState() for tp in wanted}
+        self._states.clear()
+        self._states.update(states)
+        self._fetcher.cancel()
         self._metadata.add_topics(tp.topic for tp in wanted)
 
     def unassign(self) -> None:
@@ -294,7 +246,7 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def _state(self, tp: TopicPartition | tuple[str, int]) -> _PartitionState:
+    def _state(self, tp: TopicPartition | tuple[str, int]) -> PartitionState:
         state = self._states.get(_tp(tp))
         if state is None:
             raise ValueError(f"{_tp(tp)} is not assigned to this consumer")
@@ -308,7 +260,8 @@ class Consumer:
         if type(offset) is not int or offset < 0:
             raise ValueError(f"offset must be an int >= 0, not {offset!r}")
         self._unstash()
-        self._set_position(self._state(tp), offset)
+        self._state(tp).seek(offset)
+        self._fetcher.cancel()
 
     def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
         """Start these partitions (default: all assigned) at their log start offset."""
@@ -325,10 +278,8 @@ class Consumer:
         targets = [self._state(tp) for tp in partitions] if partitions else list(
             self._states.values())
         for state in targets:
-            self._clear(state)
-            state.position = None
-            state.reset = strategy
-        self._cancel_inflight()
+            state.request_reset(strategy)
+        self._fetcher.cancel()
 
     def position(self, tp: TopicPartition | tuple[str, int], timeout_ms: float | None = None
                  ) -> int:
@@ -351,20 +302,6 @@ class Consumer:
             self._check_open()
         return state.position
 
-    def _set_position(self, state: _PartitionState, offset: int) -> None:
-        self._clear(state)
-        state.position = offset
-        state.fetch_offset = offset
-        state.reset = None
-        self._cancel_inflight()
-
-    @staticmethod
-    def _clear(state: _PartitionState) -> None:
-        state.version += 1
-        state.buffered.clear()
-        state.error = None
-        state.retry_at = 0.0
-
     # ---------------------------------------------------------------- pausing
 
     def pause(self, *partitions: TopicPartition | tuple[str, int]) -> None:
@@ -377,7 +314,7 @@ class Consumer:
         self._unstash()
         for tp in partitions:
             self._state(tp).paused = False
-        self._cancel_inflight()  # let the resumed partitions join the next fetch now
+        self._fetcher.cancel()  # let the resumed partitions join the next fetch now
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, state in self._states.items() if state.paused}
@@ -399,30 +336,19 @@ class Consumer:
         while True:
             self._raise_errors()
             self._update_positions()
-            self._collect()
+            self._fetcher.collect()
             records = self._drain(limit)
-            self._send_fetch()
+            if not self._closed:
+                self._fetcher.send()
             if records:
                 return records
             self._raise_errors()
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
                 return {}
-            self._wait(remaining)
+            self._fetcher.wait(remaining)
             if self._closed:
                 return {}  # closed from another thread while waiting
-
-    def _wait(self, remaining: float) -> None:
-        """Until a fetch completes, a partition's retry backoff ends, or ``remaining``
-        seconds pass (close() also ends it)."""
-        now = time.monotonic()
-        pause = remaining
-        for state in self._states.values():
-            if state.retry_at > now:
-                pause = min(pause, state.retry_at - now)
-        if self._fetch_retry_at > now:
-            pause = min(pause, self._fetch_retry_at - now)
-        self._fetch_done.wait(max(pause, 0.001))
 
     def _drain(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
@@ -499,155 +425,12 @@ class Consumer:
         for tp, offset in first.items():
             state = self._states.get(tp)
             if state is not None:
-                self._set_position(state, offset)
+                state.seek(offset)
+                self._fetcher.cancel()
 
-    # ------------------------------------------------------------------ fetching
-
-    def _fetchable(self, now: float) -> list[tuple[TopicPartition, _PartitionState]]:
-        states = list(self._states.items())
-        if not states:
-            return []
-        self._fetch_rotation = (self._fetch_rotation + 1) % len(states)
-        start = self._fetch_rotation
-        return [(tp, s) for tp, s in states[start:] + states[:start]
-                if not s.paused and s.position is not None and s.error is None
-                and s.reset is None and s.retry_at <= now and len(s.buffered) < _MAX_BUFFERED]
-
-    def _send_fetch(self) -> None:
-        """Send fetches for the fetchable partitions not in flight yet, up to
-        ``_MAX_FETCHES`` in flight, each for at most its share of the assignment."""
-        if self._closed or len(self._inflight) >= _MAX_FETCHES:
-            return
-        now = time.monotonic()
-        if now < self._fetch_retry_at:
-            return
-        busy = {tp for inflight in self._inflight for tp in inflight.sent}
-        fetchable = [(tp, s) for tp, s in self._fetchable(now) if tp not in busy]
-        if not fetchable:
-            return
-        self._refresh_metadata_if_due()
-        # One fetch per leader node (as Kafka's consumer does): the gateway then passes
-        # each on untouched, without merging the nodes' records into a new answer.
-        by_leader: dict[int | None, list[tuple[TopicPartition, _PartitionState]]] = {}
-        leader_of = self._metadata.leader_of
-        for tp, state in fetchable:
-            by_leader.setdefault(leader_of(tp), []).append((tp, state))
-        limit = max(_MAX_FETCHES, len(by_leader))
-        for group in by_leader.values():
-            share = max(1, -(-len(group) // max(1, _MAX_FETCHES // len(by_leader))))
-            while group and len(self._inflight) < limit:
-                self._fetch(group[:share])
-                group = group[share:]
-
-    def _fetch(self, partitions: list[tuple[TopicPartition, _PartitionState]]) -> None:
-        topics: dict[str, list[pb.PartitionFetchData]] = {}
-        sent: dict[TopicPartition, tuple[int, int]] = {}
-        epoch_of = self._metadata.leader_epoch
-        for tp, state in partitions:
-            topics.setdefault(tp.topic, []).append(pb.PartitionFetchData(
-                partition=tp.partition, fetch_offset=state.fetch_offset,
-                partition_max_bytes=self.max_partition_fetch_bytes,
-                current_leader_epoch=epoch_of(tp)))
-            sent[tp] = (state.fetch_offset, state.version)
-        request = pb.FetchRequest(
-            max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
-            max_bytes=self.fetch_max_bytes, isolation_level=self._isolation,
-            topics=[pb.TopicFetchData(topic=t, partitions=p) for t, p in topics.items()])
-        done = self._fetch_done
-        future = self._stub.Fetch.future(
-            request, timeout=(self.fetch_max_wait_ms + self.request_timeout_ms) / 1000)
-        future.add_done_callback(lambda _: done.set())
-        self._inflight.append(_Inflight(future, sent))
-
-    def _cancel_inflight(self) -> None:
-        inflight, self._inflight = self._inflight, []
-        for fetch in inflight:
-            fetch.future.cancel()
-
-    def _collect(self) -> None:
-        """Take the answers of the fetches that completed into the buffers."""
-        if not self._fetch_done.is_set():
-            return
-        self._fetch_done.clear()  # before looking: a completion from now on sets it again
-        finished = [fetch for fetch in self._inflight if fetch.future.done()]
-        if not finished:
-            return
-        self._inflight = [fetch for fetch in self._inflight if not fetch.future.done()]
-        for fetch in finished:
-            self._collect_one(fetch)
-
-    def _collect_one(self, inflight: _Inflight) -> None:
-        future = inflight.future
-        if future.cancelled():
-            return
-        try:
-            response = future.result()
-        except grpc.RpcError as exc:
-            error = transport_error(exc, self.bootstrap, "Fetch")
-            if isinstance(error, TransportError) and not error.retriable:
-                raise error from None
-            log.debug("fetch failed, retrying: %s", error)
-            self._fetch_retry_at = time.monotonic() + self.retry_backoff_ms / 1000
-            self._metadata.request_update()
-            return
-        now = time.monotonic()
-        for topic_response in response.topics:
-            topic = topic_response.topic
-            for part in topic_response.partitions:
-                tp = TopicPartition(topic, part.partition)
-                expected = inflight.sent.get(tp)
-                state = self._states.get(tp)
-                if (expected is None or state is None
-                        or expected != (state.fetch_offset, state.version)):
-                    continue  # the partition was sought, reset or unassigned meanwhile
-                self._handle_partition(tp, state, part, now)
-
-    def _handle_partition(self, tp: TopicPartition, state: _PartitionState,
-                          part: pb.PartitionFetchResponse, now: float) -> None:
-        code = int(part.error_code)
-        if code == ErrorCode.NONE:
-            # -1: not known (the gateway answers so for a node whose long poll it cut
-            # short when another node had data first).
-            if part.high_watermark >= 0:
-                state.high_watermark = part.high_watermark
-                state.log_start_offset = part.log_start_offset
-                state.last_stable_offset = part.last_stable_offset
-            if part.records:
-                chunk = CompletedFetch(tp, part.records, state.fetch_offset, self.check_crcs)
-                if chunk.next_fetch_offset > state.fetch_offset:
-                    state.buffered.append(chunk)
-                    state.fetch_offset = chunk.next_fetch_offset
-            return
-        message = part.error_message
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if state.buffered:
-                # A fetch ahead of buffered records: they are still to be consumed;
-                # fetched again once they are, the error is handled then (as Kafka's
-                # fetcher ignores it unless the fetch offset is the position).
-                state.retry_at = now + self.retry_backoff_ms / 1000
-                return
-            offset = state.fetch_offset
-            if self.auto_offset_reset == "none":
-                self._clear(state)
-                state.position = offset
-                state.fetch_offset = offset
-                state.error = OffsetOutOfRangeError(
-                    f"offset {offset} of {tp} is out of range ({message}); seek() to a valid "
-                    "offset, or use auto_offset_reset='earliest' or 'latest'")
-            else:
-                log.info("offset %d of %s is out of range; resetting to %s",
-                         offset, tp, self.auto_offset_reset)
-                self._clear(state)
-                state.position = None
-                state.reset = self.auto_offset_reset
-            return
-        if code in _STALE_METADATA or code in _TRANSIENT:
-            log.debug("fetch of %s: %s %s; retrying", tp, ErrorCode(code).name, message)
-            if code in _STALE_METADATA:
-                self._metadata.request_update()
-            state.retry_at = now + self.retry_backoff_ms / 1000
-            return
-        state.error = error_for(code, f"fetch of {tp}: {message}")
+    def _update_positions(self) -> None:
+        if self._offsets.update_positions(self._states):
+            self._fetcher.cancel()  # the new positions join the next fetch at once
 
     def _raise_errors(self) -> None:
         for state in self._states.values():
@@ -658,100 +441,16 @@ class Consumer:
 
     # ---------------------------------------------------------------- offsets
 
-    def _update_positions(self) -> None:
-        """Resolve pending resets (and positions never set) with one ListOffsets call."""
-        now = time.monotonic()
-        wanted: dict[TopicPartition, int] = {}
-        for tp, state in self._states.items():
-            if state.position is not None or state.retry_at > now:
-                continue
-            strategy = state.reset or self.auto_offset_reset
-            if strategy == "none":
-                raise NoOffsetForPartitionError(
-                    f"{tp} has no position and auto_offset_reset='none': seek() it first")
-            wanted[tp] = _RESET_TIMESTAMP[strategy]
-        if not wanted:
-            return
-        versions = {tp: self._states[tp].version for tp in wanted}
-        results = self._list_offsets_once(wanted)
-        now = time.monotonic()
-        for tp, (code, offset, message) in results.items():
-            current = self._states.get(tp)
-            if (current is None or current.version != versions[tp]
-                    or current.position is not None):
-                continue
-            state = current
-            if code == ErrorCode.NONE and offset >= 0:
-                self._set_position(state, offset)
-            elif code in _STALE_METADATA or code in _TRANSIENT or code == ErrorCode.NONE:
-                if code in _STALE_METADATA:
-                    self._metadata.request_update()
-                state.retry_at = now + self.retry_backoff_ms / 1000
-            else:
-                state.error = error_for(code, f"list offsets of {tp}: {message}")
-
-    def _list_offsets_once(self, timestamps: dict[TopicPartition, int]
-                           ) -> dict[TopicPartition, tuple[int, int, str]]:
-        """(error code, offset, message) per partition; a transport failure is reported
-        as REQUEST_TIMED_OUT on every partition (retried by the callers)."""
-        topics: dict[str, list[pb.PartitionListOffsets]] = {}
-        for tp, timestamp in timestamps.items():
-            topics.setdefault(tp.topic, []).append(
-                pb.PartitionListOffsets(partition=tp.partition, timestamp=timestamp))
-        request = pb.ListOffsetsRequest(isolation_level=self._isolation, topics=[
-            pb.TopicListOffsets(topic=t, partitions=p) for t, p in topics.items()])
-        try:
-            response = self._stub.ListOffsets(request, timeout=self.request_timeout_ms / 1000)
-        except grpc.RpcError as exc:
-            error = transport_error(exc, self.bootstrap, "ListOffsets")
-            if isinstance(error, TransportError) and not error.retriable:
-                raise error from None
-            return {tp: (int(ErrorCode.REQUEST_TIMED_OUT), -1, str(error)) for tp in timestamps}
-        out: dict[TopicPartition, tuple[int, int, str]] = {}
-        for topic_response in response.topics:
-            for part in topic_response.partitions:
-                out[TopicPartition(topic_response.topic, part.partition)] = (
-                    int(part.error_code), part.offset, part.error_message)
-        return out
-
-    def _list_offsets(self, timestamps: dict[TopicPartition, int], timeout_ms: float | None
-                      ) -> dict[TopicPartition, int]:
-        """Offsets for the timestamps (-2 earliest, -1 latest), retrying retriable
-        errors until ``timeout_ms`` (default request_timeout_ms)."""
-        self._check_open()
-        deadline = time.monotonic() + (self.request_timeout_ms if timeout_ms is None
-                                       else timeout_ms) / 1000
-        pending = dict(timestamps)
-        found: dict[TopicPartition, int] = {}
-        while True:
-            last: StrandError | None = None
-            for tp, (code, offset, message) in self._list_offsets_once(pending).items():
-                if tp not in pending:
-                    continue
-                if code == ErrorCode.NONE:
-                    found[tp] = offset
-                    del pending[tp]
-                elif code in _STALE_METADATA or code in _TRANSIENT:
-                    last = error_for(code, f"list offsets of {tp}: {message}")
-                else:
-                    raise error_for(code, f"list offsets of {tp}: {message}")
-            if not pending:
-                return found
-            if time.monotonic() + self.retry_backoff_ms / 1000 > deadline:
-                raise last or RequestTimedOutError("list offsets timed out")
-            self._wake.wait(self.retry_backoff_ms / 1000)
-            self._check_open()
-
     def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]],
                           timeout_ms: float | None = None) -> dict[TopicPartition, int]:
         """The first offset of each partition (its log start offset)."""
-        return self._list_offsets(dict.fromkeys(map(_tp, partitions), EARLIEST), timeout_ms)
+        return self._offsets.lookup(dict.fromkeys(map(_tp, partitions), EARLIEST), timeout_ms)
 
     def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]],
                     timeout_ms: float | None = None) -> dict[TopicPartition, int]:
         """The offset after the last readable record of each partition (its high
         watermark; the last stable offset for read_committed)."""
-        return self._list_offsets(dict.fromkeys(map(_tp, partitions), LATEST), timeout_ms)
+        return self._offsets.lookup(dict.fromkeys(map(_tp, partitions), LATEST), timeout_ms)
 
     def offsets_for_times(self, timestamps: dict[TopicPartition, int],
                           timeout_ms: float | None = None) -> dict[TopicPartition, int | None]:
@@ -759,7 +458,7 @@ class Consumer:
         for ts in timestamps.values():
             if type(ts) is not int or ts < 0:
                 raise ValueError(f"timestamps must be ints >= 0, not {ts!r}")
-        found = self._list_offsets({_tp(tp): ts for tp, ts in timestamps.items()}, timeout_ms)
+        found = self._offsets.lookup({_tp(tp): ts for tp, ts in timestamps.items()}, timeout_ms)
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
 
     def partitions_for(self, topic: str, timeout_ms: float | None = None) -> list[int]:
@@ -828,8 +527,8 @@ class Consumer:
             self._group.close()  # commits (auto commit) and leaves the group at once
         self._closed = True
         self._wake.set()
-        self._cancel_inflight()
-        self._fetch_done.set()
+        self._fetcher.cancel()
+        self._fetcher.done.set()
         self._channel.close()
 
     def __enter__(self) -> Consumer:
