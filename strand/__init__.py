@@ -21,7 +21,7 @@ from strand.admin import (
     TopicDescription,
 )
 from strand.client import BootstrapError, TopicPartition, TransportError
-from strand.consumer import Consumer, ConsumerRecord, NoOffsetForPartitionError
+from strand.consumer import Consumer, ConsumerRecord, NoOffsetForPartitionError, WakeupError
 from strand.errors import StrandError, error_for
 from strand.producer import (
     BufferExhaustedError,
@@ -48,6 +48,7 @@ __all__ = [
     "TopicDescription",
     "TopicPartition",
     "TransportError",
+    "WakeupError",
     "__version__",
     "error_for",
 ]

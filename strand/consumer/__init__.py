@@ -1,7 +1,7 @@
 """The SDK's consumer: assign partitions, poll records, seek, pause and resume."""
 
 from strand.consumer.consumer import Consumer
-from strand.consumer.errors import NoOffsetForPartitionError
+from strand.consumer.errors import NoOffsetForPartitionError, WakeupError
 from strand.consumer.records import ConsumerRecord
 
-__all__ = ["Consumer", "ConsumerRecord", "NoOffsetForPartitionError"]
+__all__ = ["Consumer", "ConsumerRecord", "NoOffsetForPartitionError", "WakeupError"]

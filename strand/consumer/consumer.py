@@ -26,18 +26,21 @@ offsets reset by ``auto_offset_reset``); positions being reset are resolved by
 :mod:`strand.consumer.offset_lookup`. Errors that cannot be retried are raised from
 ``poll()`` as their typed StrandError.
 
-Like Kafka's, a Consumer is not thread-safe: use it from one thread (``close()``
-may be called from another one to stop a blocked ``poll()`` or iteration).
+Like Kafka's, a Consumer is not thread-safe: use it from one thread. Two calls may
+come from another thread: ``wakeup()`` makes the blocking call in progress (or the
+next one) raise WakeupError, and ``close()`` stops a blocked ``poll()`` or
+iteration for good.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Literal
 
@@ -48,6 +51,7 @@ from strand.client.channel import MAX_MESSAGE_BYTES, open_channel, transport_err
 from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator
+from strand.consumer.errors import WakeupError
 from strand.consumer.fetcher import Fetcher, FetchSettings, PartitionState
 from strand.consumer.group_mode import GroupMode
 from strand.consumer.offset_lookup import EARLIEST, LATEST, OffsetLookup
@@ -164,6 +168,7 @@ class Consumer:
         self._drain_rotation = 0
         self._closed = False
         self._wake = threading.Event()  # set by close() to end a blocked poll
+        self._wakeup = threading.Event()  # set by wakeup(): the blocking call raises
         self._offsets = OffsetLookup(
             self._stub, self.bootstrap, self._metadata, isolation=self._isolation,
             request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
@@ -179,10 +184,13 @@ class Consumer:
                 session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=max_poll_interval_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
-                request_timeout_ms=request_timeout_ms, partitions_for=self._partition_count)
+                request_timeout_ms=request_timeout_ms, partitions_for=self._partition_count,
+                wakeup=self._wakeup, check_wakeup=self._check_wakeup)
             self._group = GroupMode(self, coordinator, enable_auto_commit=enable_auto_commit,
                                     auto_commit_interval_ms=auto_commit_interval_ms,
-                                    join_timeout_ms=max_poll_interval_ms)
+                                    join_timeout_ms=max_poll_interval_ms,
+                                    metadata_max_age_ms=metadata_max_age_ms,
+                                    list_topics=self._list_topics)
 
     # ------------------------------------------------------------- assignment
 
@@ -203,32 +211,72 @@ class Consumer:
 
     # ------------------------------------------------------------------- groups
 
-    def subscribe(self, topics: Iterable[str], listener: object | None = None) -> None:
-        """Consume ``topics`` as a member of ``group_id``: the group shares their
-        partitions among its members. ``listener`` may have Kafka's
+    def subscribe(self, topics: Iterable[str] = (), listener: object | None = None, *,
+                  pattern: str | re.Pattern[str] | None = None) -> None:
+        """Consume ``topics`` (or every topic whose whole name matches ``pattern``) as
+        a member of ``group_id``: the group shares their partitions among its
+        members. ``listener`` may have Kafka's
         ``on_partitions_revoked/assigned/lost(partitions)`` methods."""
-        self._check_open()
-        if self._group is None:
-            raise ValueError("subscribe() needs a group_id")
+        group = self._group_mode("subscribe()")
         topics = [topics] if isinstance(topics, str) else list(topics)
+        if (pattern is None) == (not topics):
+            raise ValueError("subscribe() takes topics or a pattern (one of the two)")
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
         self._metadata.add_topics(topics)
-        self._group.subscribe(topics, listener)
+        group.subscribe(topics, listener, compiled)
+
+    def unsubscribe(self) -> None:
+        """Give up the group's partitions (committed first with auto commit; the
+        listener's ``on_partitions_revoked`` is called) and leave the group."""
+        self._group_mode("unsubscribe()").unsubscribe()
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (for a pattern: those it matches now)."""
+        coordinator = self._group_mode("subscription()").coordinator
+        return set(coordinator.topics) if coordinator.subscribed else set()
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
-        """Commit ``offsets`` (default: the current positions) to the group, now."""
-        self._check_open()
-        if self._group is None:
-            raise ValueError("commit() needs a group_id")
+        """Commit ``offsets`` (default: the current positions) to the group, now;
+        after the ``commit_async()`` calls made before it."""
+        group = self._group_mode("commit()")
         if offsets is None:
-            self._group.commit_positions()
+            group.commit_positions()
         else:
-            self._group.coordinator.commit({_tp(tp): o for tp, o in offsets.items()})
+            group.coordinator.commit({_tp(tp): o for tp, o in offsets.items()})
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
+                     callback: Callable[[dict[TopicPartition, int], Exception | None], None]
+                     | None = None) -> None:
+        """Commit ``offsets`` (default: the current positions) without waiting.
+        Commits are sent in the order made; ``callback(offsets, error)`` (error None
+        on success) runs in this thread from a later ``poll()``, ``commit()`` or
+        ``close()``."""
+        group = self._group_mode("commit_async()")
+        chosen = group.positions() if offsets is None else {
+            _tp(tp): o for tp, o in offsets.items()}
+        group.coordinator.commit_async(chosen, callback)
 
     def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
         """The group's committed offset of ``tp`` (None: nothing committed)."""
+        group = self._group_mode("committed()")
+        return group.coordinator.committed([_tp(tp)])[_tp(tp)]
+
+    def _group_mode(self, what: str) -> GroupMode:
+        self._check_open()
+        self._check_wakeup()
         if self._group is None:
-            raise ValueError("committed() needs a group_id")
-        return self._group.coordinator.committed([_tp(tp)])[_tp(tp)]
+            raise ValueError(f"{what} needs a group_id")
+        return self._group
+
+    def _list_topics(self) -> list[str]:
+        """Every topic of the cluster but the internal ones (for pattern matching)."""
+        try:
+            response = self._stub.Metadata(pb.MetadataRequest(),
+                                           timeout=self.request_timeout_ms / 1000)
+        except grpc.RpcError as exc:
+            raise transport_error(exc, self.bootstrap, "Metadata") from None
+        return sorted(t.name for t in response.topics
+                      if t.error_code == pb.NONE and not t.is_internal)
 
     def _assign_from_group(self, partitions: list[TopicPartition]) -> None:
         self.assign(partitions)
@@ -300,6 +348,7 @@ class Consumer:
                                            f"within {timeout_ms or self.request_timeout_ms} ms")
             self._wake.wait(min(remaining, self.retry_backoff_ms / 1000 or 0.01))
             self._check_open()
+            self._check_wakeup()
         return state.position
 
     # ---------------------------------------------------------------- pausing
@@ -331,9 +380,11 @@ class Consumer:
         if limit <= 0:
             raise ValueError(f"max_records must be positive, got {max_records}")
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        self._check_wakeup()
         if self._group is not None:
             self._group.before_poll()
         while True:
+            self._check_wakeup()
             self._raise_errors()
             self._update_positions()
             self._fetcher.collect()
@@ -508,6 +559,22 @@ class Consumer:
             return
         metadata.update(response, topics)
 
+    # ------------------------------------------------------------------ wakeup
+
+    def wakeup(self) -> None:
+        """From any thread: the blocking call in progress (``poll()``, joining the
+        group, ``commit()``, ``committed()``, ``position()``), or else the next one,
+        raises WakeupError; the consumer stays usable (Kafka's ``wakeup()``)."""
+        self._wakeup.set()
+        self._fetcher.done.set()
+        if self._group is not None:
+            self._group.coordinator.interrupt()
+
+    def _check_wakeup(self) -> None:
+        if self._wakeup.is_set():
+            self._wakeup.clear()
+            raise WakeupError("woken up by wakeup()")
+
     # ------------------------------------------------------------------ close
 
     def _check_open(self) -> None:
@@ -524,7 +591,9 @@ class Consumer:
         if self._closed:
             return
         if self._group is not None:
-            self._group.close()  # commits (auto commit) and leaves the group at once
+            # Commits (auto commit), waits for the asynchronous commits, and leaves
+            # the group at once.
+            self._group.close(self.request_timeout_ms / 1000)
         self._closed = True
         self._wake.set()
         self._fetcher.cancel()

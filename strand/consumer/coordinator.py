@@ -7,8 +7,18 @@ member's partitions, then assigns anew. The cooperative protocol
 (cooperative-sticky, KIP-429) keeps what stays and revokes only what moves; a member
 that had to give partitions up joins once more so they can be handed on.
 
-Not thread-safe beyond the heartbeat thread it owns; the Consumer drives it from
-``poll()``.
+The heartbeat thread also enforces ``max.poll.interval.ms`` as Kafka's does: a
+member whose application has not called ``poll()`` for that long leaves the group
+(a static member just stops heartbeating), so that its partitions go to members
+that are making progress; its next ``poll()`` reports them lost and rejoins.
+
+Asynchronous commits are sent one at a time in the order they were made, so that an
+older commit can never overwrite a newer one (Kafka gets this order from its single
+connection; gRPC calls may overtake each other). Their callbacks run in the
+consumer's thread, from ``poll()``, ``commit()`` or ``close()``.
+
+Not thread-safe beyond the heartbeat thread it owns and ``interrupt()``; the
+Consumer drives it from ``poll()``.
 """
 
 from __future__ import annotations
@@ -16,9 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -47,6 +58,7 @@ _MEMBERSHIP_GONE = frozenset((ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GEN
                               ErrorCode.FENCED_INSTANCE_ID))
 RETRY_BACKOFF_S = 0.2
 T = TypeVar("T")
+CommitCallback = Callable[[dict[TopicPartition, int], Exception | None], None]
 
 
 @dataclass
@@ -63,7 +75,9 @@ class ConsumerCoordinator:
                  assignors: Sequence[str] = ("range",), group_instance_id: str | None = None,
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 300_000,
                  heartbeat_interval_ms: int = 3_000, request_timeout_ms: float = 30_000,
-                 partitions_for: Callable[[str], int | None]) -> None:
+                 partitions_for: Callable[[str], int | None],
+                 wakeup: threading.Event | None = None,
+                 check_wakeup: Callable[[], None] = lambda: None) -> None:
         if not group_id:
             raise ValueError("group_id must not be empty")
         self.stub = stub
@@ -78,6 +92,10 @@ class ConsumerCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.request_timeout_s = request_timeout_ms / 1000
         self.partitions_for = partitions_for
+        # Set by the consumer's wakeup(): sleeps end early, check_wakeup() raises.
+        self.wakeup = wakeup or threading.Event()
+        self.check_wakeup = check_wakeup
+        self.subscribed = False
         self.topics: tuple[str, ...] = ()
         self.member_id = ""
         self.generation = -1
@@ -88,12 +106,23 @@ class ConsumerCoordinator:
         self._stop = threading.Event()
         self._heartbeats: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._pending_call: Any = None  # the grpc future interrupt() cancels
+        self.last_poll = time.monotonic()
+        # Asynchronous commits: waiting to be sent, the one in flight, and finished
+        # ones whose callbacks are still to run in the consumer's thread.
+        self._async_queue: deque[tuple[dict[TopicPartition, int], CommitCallback | None]] = (
+            deque())
+        self._async_inflight = False
+        self._async_done: deque[tuple[CommitCallback | None, dict[TopicPartition, int],
+                                      Exception | None]] = deque()
+        self._async_idle = threading.Condition(self._lock)
 
     # -- subscription -------------------------------------------------------------------------
 
     def subscribe(self, topics: Iterable[str]) -> None:
         topics = tuple(sorted(set(topics)))
-        if topics != self.topics:
+        if not self.subscribed or topics != self.topics:
+            self.subscribed = True
             self.topics = topics
             self._rejoin = True
 
@@ -126,6 +155,7 @@ class ConsumerCoordinator:
                 before_join(set(self.owned))
             result.revoked, self.owned = set(self.owned), set()
         while True:
+            self.check_wakeup()
             assignment = self._join_and_sync(deadline)
             if assignment is None:
                 continue
@@ -163,7 +193,7 @@ class ConsumerCoordinator:
             self.member_id, self.generation = "", -1
             return None
         if code in _RETRY:
-            time.sleep(RETRY_BACKOFF_S)
+            self.wakeup.wait(RETRY_BACKOFF_S)
             return None
         if code != ErrorCode.NONE:
             raise error_for(code, f"joining group {self.group_id!r}: {joined.error_message}")
@@ -203,13 +233,28 @@ class ConsumerCoordinator:
         return [pb.SyncGroupAssignment(member_id=member, assignment=encode_assignment(a))
                 for member, a in assignments.items()]
 
-    def _call(self, method: Callable[..., T], request: object, timeout: float) -> T | None:
+    def _call(self, method: Any, request: object, timeout: float) -> Any:
+        """One call that ``interrupt()`` can cancel; None after a transport failure
+        (retried by the caller after a backoff)."""
+        future = method.future(request, timeout=timeout)
+        self._pending_call = future
         try:
-            return method(request, timeout=timeout)
+            return future.result()
+        except grpc.FutureCancelledError:
+            self.check_wakeup()  # raises WakeupError when that is why
+            return None
         except grpc.RpcError as exc:
             log.debug("group call failed, retrying: %s", exc)
-            time.sleep(RETRY_BACKOFF_S)
+            self.wakeup.wait(RETRY_BACKOFF_S)
             return None
+        finally:
+            self._pending_call = None
+
+    def interrupt(self) -> None:
+        """From another thread (the consumer's wakeup()): end a blocking group call."""
+        future = self._pending_call
+        if future is not None:
+            future.cancel()
 
     # -- heartbeats ---------------------------------------------------------------------------
 
@@ -224,6 +269,9 @@ class ConsumerCoordinator:
     def _heartbeat_loop(self) -> None:
         while not self._stop.wait(self.heartbeat_interval_ms / 1000):
             if self._rejoin or not self.member_id:
+                continue
+            if time.monotonic() - self.last_poll > self.rebalance_timeout_ms / 1000:
+                self._poll_timeout_expired()
                 continue
             try:
                 answer = self.stub.Heartbeat(pb.HeartbeatRequest(
@@ -242,31 +290,130 @@ class ConsumerCoordinator:
                 self.member_id, self.generation = "", -1
                 self._rejoin = True
 
+    def _poll_timeout_expired(self) -> None:
+        """Kafka's ``maybeLeaveGroup("consumer poll timeout has expired")``."""
+        log.warning("poll() was not called for max.poll.interval.ms (%d ms): leaving group "
+                    "%s so that its partitions go to other members; process records faster "
+                    "or raise max_poll_interval_ms / lower max_poll_records",
+                    self.rebalance_timeout_ms, self.group_id)
+        member_id = self.member_id
+        with self._lock:
+            self._lost = True
+        self.member_id, self.generation = "", -1
+        self._rejoin = True
+        if self.group_instance_id is None:  # a static member keeps its id: no leave
+            self._leave(member_id)
+
     # -- offsets ------------------------------------------------------------------------------
 
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        """Commit (fenced by this member's generation); raises the typed error."""
-        if not offsets:
-            return
-        answer = self.stub.OffsetCommit(pb.OffsetCommitRequest(
+    def _commit_request(self, offsets: dict[TopicPartition, int]) -> pb.OffsetCommitRequest:
+        return pb.OffsetCommitRequest(
             group_id=self.group_id, member_id=self.member_id, generation_id=self.generation,
             group_instance_id=self.group_instance_id or "",
             partitions=[pb.OffsetCommitPartition(topic=tp.topic, partition=tp.partition,
                                                  offset=offset)
-                        for tp, offset in sorted(offsets.items())]),
-            timeout=self.request_timeout_s)
-        if answer.error_code != ErrorCode.NONE:
-            if ErrorCode(answer.error_code) in _MEMBERSHIP_GONE | {ErrorCode.REBALANCE_IN_PROGRESS}:
-                self._rejoin = True
-            raise error_for(answer.error_code,
-                            f"commit to group {self.group_id!r}: {answer.error_message}")
+                        for tp, offset in sorted(offsets.items())])
+
+    def _commit_error(self, answer: pb.OffsetCommitResponse) -> Exception | None:
+        if int(answer.error_code) == ErrorCode.NONE:
+            return None
+        if ErrorCode(answer.error_code) in _MEMBERSHIP_GONE | {ErrorCode.REBALANCE_IN_PROGRESS}:
+            self._rejoin = True
+        return error_for(answer.error_code,
+                         f"commit to group {self.group_id!r}: {answer.error_message}")
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit now (fenced by this member's generation), after the asynchronous
+        commits made before; raises the typed error."""
+        self.flush_async(self.request_timeout_s)
+        if not offsets:
+            return
+        answer = self._call_once(self.stub.OffsetCommit, self._commit_request(offsets))
+        error = self._commit_error(answer)
+        if error is not None:
+            raise error
+
+    def _call_once(self, method: Any, request: object) -> Any:
+        """A call ``interrupt()`` can cancel (WakeupError); transport errors raised."""
+        future = method.future(request, timeout=self.request_timeout_s)
+        self._pending_call = future
+        try:
+            return future.result()
+        except grpc.FutureCancelledError:
+            self.check_wakeup()
+            raise
+        finally:
+            self._pending_call = None
+
+    def commit_async(self, offsets: dict[TopicPartition, int],
+                     callback: CommitCallback | None) -> None:
+        """Queue a commit; sent after the ones before it. ``callback(offsets, error)``
+        runs later in the consumer's thread (see ``run_commit_callbacks``)."""
+        with self._lock:
+            self._async_queue.append((dict(offsets), callback))
+            if self._async_inflight:
+                return
+            self._async_inflight = True
+        self._send_next_async()
+
+    def _send_next_async(self) -> None:
+        with self._lock:
+            if not self._async_queue:
+                self._async_inflight = False
+                self._async_idle.notify_all()
+                return
+            offsets, callback = self._async_queue.popleft()
+        if not offsets:
+            self._async_finished(offsets, callback, None)
+            return
+        try:
+            future = self.stub.OffsetCommit.future(self._commit_request(offsets),
+                                                   timeout=self.request_timeout_s)
+        except Exception as exc:  # the channel is closed
+            self._async_finished(offsets, callback, exc)
+            return
+
+        def done(call: Any) -> None:
+            try:
+                error = self._commit_error(call.result())
+            except (grpc.RpcError, grpc.FutureCancelledError) as exc:
+                error = RequestTimedOutError(f"commit to group {self.group_id!r}: {exc}")
+            self._async_finished(offsets, callback, error)
+
+        future.add_done_callback(done)
+
+    def _async_finished(self, offsets: dict[TopicPartition, int],
+                        callback: CommitCallback | None, error: Exception | None) -> None:
+        if error is not None:
+            log.info("asynchronous commit failed: %s", error)
+        with self._lock:
+            self._async_done.append((callback, offsets, error))
+        self._send_next_async()
+
+    def flush_async(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the queued asynchronous commits are
+        answered, then run their callbacks."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._async_inflight and (left := deadline - time.monotonic()) > 0:
+                self._async_idle.wait(left)
+        self.run_commit_callbacks()
+
+    def run_commit_callbacks(self) -> None:
+        while True:
+            with self._lock:
+                if not self._async_done:
+                    return
+                callback, offsets, error = self._async_done.popleft()
+            if callback is not None:
+                callback(offsets, error)
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         wanted = list(partitions)
-        answer = self.stub.OffsetFetch(pb.OffsetFetchRequest(
+        answer = self._call_once(self.stub.OffsetFetch, pb.OffsetFetchRequest(
             group_id=self.group_id, partitions=[
                 pb.OffsetFetchRequest.Partition(topic=tp.topic, partition=tp.partition)
-                for tp in wanted]), timeout=self.request_timeout_s)
+                for tp in wanted]))
         if answer.error_code != ErrorCode.NONE:
             raise error_for(answer.error_code,
                             f"offsets of group {self.group_id!r}: {answer.error_message}")
@@ -276,15 +423,24 @@ class ConsumerCoordinator:
 
     # -- leaving ------------------------------------------------------------------------------
 
+    def _leave(self, member_id: str) -> None:
+        try:
+            self.stub.LeaveGroup(pb.LeaveGroupRequest(group_id=self.group_id,
+                                                      member_id=member_id),
+                                 timeout=self.request_timeout_s)
+        except grpc.RpcError as exc:
+            log.warning("could not leave group %s: %s", self.group_id, exc)
+
     def close(self, leave: bool = True) -> None:
+        """Stop heartbeating and (``leave``, dynamic members) leave the group at once;
+        the member may subscribe and join again later."""
         self._stop.set()
-        if self._heartbeats is not None:
+        if self._heartbeats is not None and self._heartbeats is not threading.current_thread():
             self._heartbeats.join(5)
-        if leave and self.member_id:
-            try:
-                self.stub.LeaveGroup(pb.LeaveGroupRequest(group_id=self.group_id,
-                                                          member_id=self.member_id),
-                                     timeout=self.request_timeout_s)
-            except grpc.RpcError as exc:
-                log.warning("could not leave group %s: %s", self.group_id, exc)
+        # A static member does not leave (KIP-345): coming back under its instance id
+        # within the session timeout, it gets its partitions again with no rebalance.
+        if leave and self.member_id and self.group_instance_id is None:
+            self._leave(self.member_id)
         self.member_id, self.generation = "", -1
+        self.owned = set()
+        self._rejoin = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from strand.errors import ErrorCode, StrandError
 
-__all__ = ["NoOffsetForPartitionError"]
+__all__ = ["NoOffsetForPartitionError", "WakeupError"]
 
 
 class NoOffsetForPartitionError(StrandError):
@@ -12,3 +12,8 @@ class NoOffsetForPartitionError(StrandError):
     ``seek()`` it first (Kafka's NoOffsetForPartitionException)."""
 
     code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class WakeupError(Exception):
+    """A blocking consumer call was ended by ``wakeup()`` from another thread (Kafka's
+    WakeupException): not a failure, the usual way to stop a consumer loop."""

@@ -6,12 +6,19 @@ what it lost or gained, starts new partitions at their committed offsets (or by
 ``auto_offset_reset`` when nothing is committed), and commits its positions every
 ``auto_commit_interval_ms`` when auto commit is on. Partitions an eager rebalance
 takes away are committed first, so the next owner starts where this one stopped.
+
+A subscription to a pattern (``re.Pattern``) is matched against every topic of the
+cluster, internal ones left out, when subscribing and then every
+``metadata_max_age_ms``; when the matching topics change the member rejoins with
+the new list, as Kafka's consumer does.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from strand.client.structs import TopicPartition
@@ -43,21 +50,60 @@ def _notify(listener: object, method: str, partitions: set[TopicPartition]) -> N
 class GroupMode:
     def __init__(self, consumer: Consumer, coordinator: ConsumerCoordinator, *,
                  enable_auto_commit: bool, auto_commit_interval_ms: float,
-                 join_timeout_ms: float) -> None:
+                 join_timeout_ms: float, metadata_max_age_ms: float,
+                 list_topics: Callable[[], list[str]]) -> None:
         self.consumer = consumer
         self.coordinator = coordinator
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self.join_timeout_s = join_timeout_ms / 1000
         self.listener: object | None = None
+        self.pattern: re.Pattern[str] | None = None
+        self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self.list_topics = list_topics
+        self._next_match = 0.0
         self._next_commit = time.monotonic() + self.auto_commit_interval_s
 
-    def subscribe(self, topics: list[str], listener: object | None) -> None:
+    def subscribe(self, topics: list[str], listener: object | None,
+                  pattern: re.Pattern[str] | None = None) -> None:
         self.listener = listener
-        self.coordinator.subscribe(topics)
+        self.pattern = pattern
+        if pattern is None:
+            self.coordinator.subscribe(topics)
+        else:
+            self._match_pattern()
+
+    def _match_pattern(self) -> None:
+        assert self.pattern is not None
+        topics = [t for t in self.list_topics() if self.pattern.fullmatch(t)]
+        self._next_match = time.monotonic() + self.metadata_max_age_s
+        if not self.coordinator.subscribed or set(topics) != set(self.coordinator.topics):
+            log.info("pattern %r matches %s", self.pattern.pattern, topics,
+                     extra={"group": self.coordinator.group_id})
+            self.consumer._metadata.add_topics(topics)
+            self.coordinator.subscribe(topics)
+
+    def unsubscribe(self) -> None:
+        """Give the partitions up (committing them first with auto commit) and leave."""
+        owned = set(self.coordinator.owned)
+        if owned:
+            self._before_revoke(owned)
+        self.coordinator.close(leave=True)
+        self.coordinator.subscribed = False
+        self.coordinator.topics = ()
+        self.pattern = None
+        self.consumer._assign_from_group([])
 
     def before_poll(self) -> None:
-        if self.coordinator.needs_rejoin and self.coordinator.topics:
+        coordinator = self.coordinator
+        coordinator.last_poll = time.monotonic()
+        coordinator.run_commit_callbacks()
+        if self.pattern is not None and time.monotonic() >= self._next_match:
+            try:
+                self._match_pattern()
+            except StrandError as exc:  # the gateway is away: match again next poll
+                log.info("could not list topics for pattern %r: %s", self.pattern.pattern, exc)
+        if coordinator.needs_rejoin and coordinator.subscribed:
             result = self.coordinator.ensure_active(self.join_timeout_s,
                                                     before_join=self._before_revoke)
             if result is not None:
@@ -90,16 +136,21 @@ class GroupMode:
                 consumer.seek(tp, offset)
         _notify(self.listener, "on_partitions_assigned", result.assigned)
 
-    def commit_positions(self, partitions: set[TopicPartition] | None = None) -> None:
+    def positions(self, partitions: set[TopicPartition] | None = None
+                  ) -> dict[TopicPartition, int]:
         positions = self.consumer._known_positions()
         if partitions is not None:
             positions = {tp: o for tp, o in positions.items() if tp in partitions}
-        self.coordinator.commit(positions)
+        return positions
 
-    def close(self) -> None:
+    def commit_positions(self, partitions: set[TopicPartition] | None = None) -> None:
+        self.coordinator.commit(self.positions(partitions))
+
+    def close(self, timeout_s: float) -> None:
         if self.enable_auto_commit and self.coordinator.member_id:
             try:
                 self.commit_positions()
             except StrandError as exc:
                 log.warning("final auto commit failed: %s", exc)
+        self.coordinator.flush_async(timeout_s)
         self.coordinator.close(leave=True)

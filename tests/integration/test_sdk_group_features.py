@@ -1,0 +1,229 @@
+"""The group consumer's API beyond subscribe/poll (real processes): a pattern
+subscription that follows new topics, asynchronous commits in order with their
+callbacks, wakeup() from another thread, max.poll.interval.ms enforced by the
+client, unsubscribe(), and a static member that comes back to its partitions."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from strand import Admin, Consumer, NewTopic, Producer, TopicPartition, WakeupError
+from strand.errors import StrandError
+
+if TYPE_CHECKING:
+    from conftest import SdkCluster
+
+
+class Recorder:
+    """A rebalance listener that keeps what its member owns (readable from any thread)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[TopicPartition]]] = []
+        self.owned: frozenset[TopicPartition] = frozenset()
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        self.events.append(("assigned", partitions))
+        self.owned = self.owned | partitions
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        self.events.append(("revoked", partitions))
+        self.owned = self.owned - partitions
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        self.events.append(("lost", partitions))
+        self.owned = self.owned - partitions
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.events]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
+    from conftest import start_sdk_cluster
+    started = start_sdk_cluster(tmp_path_factory.mktemp("features"), nodes=1,
+                                name="features", coordinators=1)
+    yield started
+    started.stop()
+
+
+def member(cluster: SdkCluster, group: str, **settings: object) -> Consumer:
+    options: dict[str, object] = dict(session_timeout_ms=6000, heartbeat_interval_ms=300,
+                                      max_poll_interval_ms=20_000, enable_auto_commit=False)
+    options.update(settings)
+    return Consumer(cluster.bootstrap, group_id=group, **options)  # type: ignore[arg-type]
+
+
+def create(cluster: SdkCluster, *topics: str, partitions: int = 2) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(t, partitions, 1) for t in topics])
+
+
+class Poller:
+    """Polls a consumer in a thread of its own (group members must all keep polling
+    for a rebalance to finish) until ``stop()``."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.consumer.poll(timeout_ms=100)
+        except BaseException as exc:  # reported by stop()
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive() and not self.errors, self.errors
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 40) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def poll_until(consumer: Consumer, condition: Callable[[], bool], what: str,
+               timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        consumer.poll(timeout_ms=100)
+
+
+def test_a_pattern_subscription_follows_matching_topics(cluster: SdkCluster) -> None:
+    create(cluster, "metrics.cpu", "metrics.disk", "logs.app")
+    with member(cluster, "pattern", metadata_max_age_ms=500) as consumer:
+        consumer.subscribe(pattern=r"metrics\..*")
+        assert consumer.subscription() == {"metrics.cpu", "metrics.disk"}
+        want = {TopicPartition(t, p) for t in ("metrics.cpu", "metrics.disk") for p in (0, 1)}
+        poll_until(consumer, lambda: consumer.assignment() == want, "the matching topics")
+        create(cluster, "metrics.net")  # found at the next metadata refresh
+        want |= {TopicPartition("metrics.net", p) for p in (0, 1)}
+        poll_until(consumer, lambda: consumer.assignment() == want, "the new topic")
+        assert "logs.app" not in consumer.subscription()
+        assert "__consumer_offsets" not in consumer.subscription()
+    with member(cluster, "pattern") as consumer, pytest.raises(ValueError):
+        consumer.subscribe(["metrics.cpu"], pattern="metrics.*")
+
+
+def test_async_commits_apply_in_order_and_report_to_their_callbacks(
+        cluster: SdkCluster) -> None:
+    create(cluster, "async-commits", partitions=1)
+    tp = TopicPartition("async-commits", 0)
+    results: list[tuple[int, Exception | None]] = []
+    with member(cluster, "async") as consumer:
+        consumer.subscribe(["async-commits"])
+        poll_until(consumer, lambda: consumer.assignment() == {tp}, "the assignment")
+        for offset in range(1, 51):
+            consumer.commit_async({tp: offset},
+                                  lambda offsets, error: results.append((offsets[tp], error)))
+        consumer.commit({tp: 51})  # waits for the async ones first, then runs callbacks
+        assert results == [(offset, None) for offset in range(1, 51)]
+        assert consumer.committed(tp) == 51
+        consumer.commit_async({tp: 60})
+        poll_until(consumer, lambda: consumer.committed(tp) == 60, "the async commit")
+        consumer.commit_async({tp: 70}, lambda o, e: results.append((o[tp], e)))
+    assert results[-1] == (70, None)  # close() waited for it and ran its callback
+
+
+def test_wakeup_ends_a_blocked_poll_and_the_consumer_goes_on(cluster: SdkCluster) -> None:
+    create(cluster, "wakeups", partitions=1)
+    with member(cluster, "wakers") as consumer:
+        consumer.subscribe(["wakeups"])
+        poll_until(consumer, lambda: bool(consumer.assignment()), "the assignment")
+        timer = threading.Timer(0.5, consumer.wakeup)
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(WakeupError):
+            consumer.poll(timeout_ms=20_000)
+        assert time.monotonic() - started < 10
+        consumer.wakeup()  # with nothing blocking: the next blocking call raises
+        with pytest.raises(WakeupError):
+            consumer.poll(timeout_ms=0)
+        with Producer(cluster.bootstrap) as producer:
+            producer.send("wakeups", b"after", partition=0).result(timeout=30)
+        got: list[bytes] = []
+        poll_until(consumer, lambda: got.extend(
+            r.value or b"" for rs in consumer.poll(timeout_ms=200).values() for r in rs)
+            or got == [b"after"], "the record after the wakeups")
+
+
+def test_a_member_that_stops_polling_leaves_and_its_partitions_move(
+        cluster: SdkCluster) -> None:
+    create(cluster, "slow", partitions=2)
+    slow_listener, fast_listener = Recorder(), Recorder()
+    with member(cluster, "slowpokes", max_poll_interval_ms=3000) as slow, \
+            member(cluster, "slowpokes", max_poll_interval_ms=3000) as fast:
+        slow.subscribe(["slow"], listener=slow_listener)
+        fast.subscribe(["slow"], listener=fast_listener)
+        fast_poller, slow_poller = Poller(fast), Poller(slow)
+        wait_for(lambda: len(slow_listener.owned) == 1 and len(fast_listener.owned) == 1,
+                 "both members to get a partition")
+        owned = set(slow_listener.owned)
+        # slow stops polling: after max.poll.interval.ms its heartbeat thread leaves
+        # the group, and fast gets both partitions (well before slow's session ends).
+        slow_poller.stop()
+        wait_for(lambda: len(fast_listener.owned) == 2, "fast to take over", 20)
+        fast_poller.stop()
+        with pytest.raises(StrandError):
+            slow.commit({next(iter(owned)): 1})  # no longer a member: refused
+        slow.poll(timeout_ms=100)  # it notices: its partitions are lost, then it rejoins
+        assert ("lost", owned) in slow_listener.events
+        assert "revoked" not in slow_listener.kinds()[slow_listener.kinds().index("lost"):]
+
+
+def test_unsubscribe_hands_partitions_over_at_once(cluster: SdkCluster) -> None:
+    create(cluster, "handover", partitions=2)
+    leaving, staying = Recorder(), Recorder()
+    with member(cluster, "handover") as first, member(cluster, "handover") as second:
+        first.subscribe(["handover"], listener=leaving)
+        second.subscribe(["handover"], listener=staying)
+        first_poller, second_poller = Poller(first), Poller(second)
+        wait_for(lambda: len(leaving.owned) == 1 and len(staying.owned) == 1,
+                 "the two members to share")
+        first_poller.stop()
+        given_up = set(leaving.owned)
+        first.unsubscribe()
+        assert first.assignment() == set() and first.subscription() == set()
+        assert leaving.events[-1] == ("revoked", given_up)
+        wait_for(lambda: len(staying.owned) == 2, "second to take over", 20)
+        second_poller.stop()
+
+
+def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
+        cluster: SdkCluster) -> None:
+    create(cluster, "static", partitions=4)
+    others, pinned_listener = Recorder(), Recorder()
+    with member(cluster, "statics", group_instance_id="other") as other:
+        other.subscribe(["static"], listener=others)
+        other_poller = Poller(other)
+        first = member(cluster, "statics", group_instance_id="pinned")
+        first.subscribe(["static"], listener=pinned_listener)
+        first_poller = Poller(first)
+        wait_for(lambda: len(pinned_listener.owned) == 2 and len(others.owned) == 2,
+                 "the static members to settle")
+        first_poller.stop()
+        pinned = set(pinned_listener.owned)
+        events_before = len(others.events)
+        first.close()  # a static member does not leave: its id keeps its partitions
+        again = member(cluster, "statics", group_instance_id="pinned")
+        try:
+            again.subscribe(["static"])
+            poll_until(again, lambda: again.assignment() == pinned, "the same partitions")
+            time.sleep(1)  # give a rebalance, were there one, time to reach the other
+            other_poller.stop()
+            assert len(others.events) == events_before  # the other member saw nothing
+        finally:
+            again.close()
