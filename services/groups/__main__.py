@@ -8,6 +8,8 @@ import os
 import signal
 import uuid
 
+from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS
+from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.server import GroupsProcess, GroupsSettings
 from services.groups.shards import DEFAULT_SHARDS
 from strand.service.logs import setup_logging
@@ -35,16 +37,30 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
     parser.add_argument("--initial-rebalance-delay-ms", type=int,
                         default=int(env("STRAND_INITIAL_REBALANCE_DELAY_MS", "3000")),
                         help="group.initial.rebalance.delay.ms")
+    parser.add_argument("--offsets-retention-ms", type=int,
+                        default=int(env("STRAND_OFFSETS_RETENTION_MS",
+                                        str(DEFAULT_RETENTION_MS))),
+                        help="offsets.retention.minutes, in ms: how long an empty group's "
+                             "committed offsets are kept (default 7 days)")
+    parser.add_argument("--offsets-retention-check-interval-ms", type=int,
+                        default=int(env("STRAND_OFFSETS_RETENTION_CHECK_INTERVAL_MS",
+                                        str(DEFAULT_RETENTION_CHECK_INTERVAL_MS))),
+                        help="offsets.retention.check.interval.ms (default 10 minutes)")
     args = parser.parse_args(argv)
     if not args.bootstrap:
         parser.error("--bootstrap (or STRAND_BOOTSTRAP) must name a gateway")
     if args.shards < 1 or args.lease_ttl < 1 or args.initial_rebalance_delay_ms < 0:
         parser.error("--shards and --lease-ttl must be positive, the delay not negative")
+    if args.offsets_retention_ms < 1 or args.offsets_retention_check_interval_ms < 1:
+        parser.error("--offsets-retention-ms and --offsets-retention-check-interval-ms "
+                     "must be positive")
     return GroupsSettings(
         etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
         cluster=args.cluster, listen=args.listen, advertise=args.advertise or args.listen,
         instance_id=args.id, bootstrap=args.bootstrap, shards=args.shards,
         lease_ttl=args.lease_ttl, initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
+        offsets_retention_ms=args.offsets_retention_ms,
+        offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         metrics_port=args.metrics_port)
 
 

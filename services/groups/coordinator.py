@@ -44,7 +44,7 @@ from strand.service.aio import wait_event
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-EXPIRY_CHECK_INTERVAL_S = 60.0
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
 JOIN_ANSWER_MARGIN_MS = 5000
 
 
@@ -69,12 +69,14 @@ def wall_ms() -> int:
 class ShardCoordinator:
     def __init__(self, shard: int, log_: ShardLog, *, initial_rebalance_delay_ms: int = 3000,
                  retention_ms: int = DEFAULT_RETENTION_MS,
+                 retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
                  clock: Callable[[], float] = monotonic_ms,
                  wall_clock: Callable[[], int] = wall_ms) -> None:
         self.shard = shard
         self.log = log_
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.retention_ms = retention_ms
+        self.retention_check_interval_ms = retention_check_interval_ms
         self.clock = clock
         self.wall_clock = wall_clock
         self.groups: dict[str, Group] = {}
@@ -250,7 +252,7 @@ class ShardCoordinator:
     # -- timers -------------------------------------------------------------------------------
 
     async def _timers(self) -> None:
-        next_expiry_check = self.clock() + EXPIRY_CHECK_INTERVAL_S * 1000
+        next_expiry_check = self.clock() + self.retention_check_interval_ms
         while True:
             self._wake.clear()
             now = self.clock()
@@ -268,7 +270,7 @@ class ShardCoordinator:
                     if deadline is not None:
                         deadlines.append(deadline)
             if now >= next_expiry_check:
-                next_expiry_check = now + EXPIRY_CHECK_INTERVAL_S * 1000
+                next_expiry_check = now + self.retention_check_interval_ms
                 await self._expire_offsets()
             deadlines.append(next_expiry_check)
             timeout = max(0.0, (min(deadlines) - self.clock()) / 1000)
@@ -306,8 +308,15 @@ class ShardCoordinator:
             log.warning("could not expire offsets", extra={"error": str(exc)})
             return
         self.store.apply_written(records)
+        dead = [key.group for key in map(decode_key, (r.key for r in records))
+                if isinstance(key, GroupKey)]
+        for group_id in dead:  # empty and without offsets: the group is gone (Dead)
+            group = self.groups.get(group_id)
+            if group is not None and not group.members:
+                del self.groups[group_id]
         log.info("expired committed offsets", extra={"shard": self.shard,
-                                                     "offsets": len(records)})
+                                                     "records": len(records),
+                                                     "groups_removed": len(dead)})
 
     async def _persist(self, group: Group) -> None:
         value = GroupValue(

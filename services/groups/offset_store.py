@@ -123,12 +123,15 @@ class OffsetStore:
 
     def expired(self, now_ms: int, retention_ms: int,
                 is_empty: Callable[[str], bool]) -> list[Record]:
-        """Tombstones for the offsets that have outlived their retention."""
+        """Tombstones for the offsets that have outlived their retention, and for the
+        metadata of empty groups left without offsets (Kafka's Empty -> Dead)."""
         records = []
-        for group, offsets in sorted(self._offsets.items()):
+        for group in sorted(self.groups()):
             if not is_empty(group):
                 continue
+            offsets = self._offsets.get(group, {})
             empty_since = self._empty_since.get(group, 0)
+            kept = len(offsets)
             for (topic, partition), value in sorted(offsets.items()):
                 if value.expire_ms >= 0:
                     due = value.expire_ms
@@ -137,4 +140,7 @@ class OffsetStore:
                 if due <= now_ms:
                     records.append(Record(encode_key(OffsetKey(group, topic, partition)),
                                           None))
+                    kept -= 1
+            if not kept and group in self._groups:
+                records.append(Record(encode_key(GroupKey(group)), None))
         return records

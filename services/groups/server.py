@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from services.groups.coordinator import ShardCoordinator
+from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS, ShardCoordinator
 from services.groups.membership import Protocol
+from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.ownership import ShardOwnership
 from services.groups.records import OffsetValue
 from services.groups.shard_log import GatewayShardLog
@@ -52,6 +53,8 @@ class GroupsSettings:
     shards: int = DEFAULT_SHARDS
     lease_ttl: int = 5
     initial_rebalance_delay_ms: int = 3000
+    offsets_retention_ms: int = DEFAULT_RETENTION_MS
+    offsets_retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
     metrics_port: int = 0
 
 
@@ -323,7 +326,9 @@ class GroupsProcess:
         self.servicer.loading.add(shard)
         coordinator = ShardCoordinator(
             shard, GatewayShardLog(self._producer, self.settings.bootstrap, shard),
-            initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms)
+            initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms,
+            retention_ms=self.settings.offsets_retention_ms,
+            retention_check_interval_ms=self.settings.offsets_retention_check_interval_ms)
         try:
             while True:
                 try:

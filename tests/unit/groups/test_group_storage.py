@@ -154,3 +154,26 @@ def test_offsets_expire_only_for_empty_groups_after_retention() -> None:
     load(store, store.commit("idle", {("t", 1): OffsetValue(1, commit_ms=0, expire_ms=50)}))
     assert OffsetKey("idle", "t", 1) in [decode_key(r.key)
                                          for r in store.expired(60, DEFAULT_RETENTION_MS, empty)]
+
+
+def test_an_empty_group_without_offsets_left_is_removed_with_its_metadata() -> None:
+    store = OffsetStore()
+    load(store, store.commit("g", {("t", 0): OffsetValue(1, commit_ms=0),
+                                   ("t", 1): OffsetValue(1, commit_ms=100)}))
+    store.apply(GroupKey("g"), GroupValue("consumer", 3, "range", "", 0))
+    store.mark_empty("g", now_ms=0)
+
+    def empty(group: str) -> bool:
+        return True
+
+    # One offset still within its retention: the group and that offset stay.
+    assert [decode_key(r.key) for r in store.expired(60, 50, empty)] == [
+        OffsetKey("g", "t", 0)]
+    due = store.expired(200, 50, empty)
+    assert [decode_key(r.key) for r in due] == [
+        OffsetKey("g", "t", 0), OffsetKey("g", "t", 1), GroupKey("g")]
+    load(store, due)
+    assert store.groups() == set()
+    # A group with members keeps its metadata however old.
+    store.apply(GroupKey("h"), GroupValue("consumer", 1, "range", "m", 0))
+    assert store.expired(10**12, 50, lambda group: group != "h") == []
