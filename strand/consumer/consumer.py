@@ -190,7 +190,7 @@ class Consumer:
                                     auto_commit_interval_ms=auto_commit_interval_ms,
                                     join_timeout_ms=max_poll_interval_ms,
                                     metadata_max_age_ms=metadata_max_age_ms,
-                                    list_topics=self._list_topics)
+                                    topic_partitions=self._all_topic_partitions)
 
     # ------------------------------------------------------------- assignment
 
@@ -268,15 +268,21 @@ class Consumer:
             raise ValueError(f"{what} needs a group_id")
         return self._group
 
-    def _list_topics(self) -> list[str]:
-        """Every topic of the cluster but the internal ones (for pattern matching)."""
+    def _all_topic_partitions(self) -> dict[str, int]:
+        """Every topic of the cluster but the internal ones, with its partition count
+        (for pattern matching and the group leader's watch); refreshes the metadata."""
+        metadata = self._metadata
+        metadata.attempt_started()
         try:
             response = self._stub.Metadata(pb.MetadataRequest(),
                                            timeout=self.request_timeout_ms / 1000)
         except grpc.RpcError as exc:
-            raise transport_error(exc, self.bootstrap, "Metadata") from None
-        return sorted(t.name for t in response.topics
-                      if t.error_code == pb.NONE and not t.is_internal)
+            error = transport_error(exc, self.bootstrap, "Metadata")
+            metadata.update_failed(error)
+            raise error from None
+        metadata.update(response)
+        return {t.name: len(t.partitions) for t in response.topics
+                if t.error_code == pb.NONE and not t.is_internal}
 
     def _assign_from_group(self, partitions: list[TopicPartition]) -> None:
         self.assign(partitions)

@@ -101,6 +101,9 @@ class ConsumerCoordinator:
         self.generation = -1
         self.protocol = ""
         self.owned: set[TopicPartition] = set()
+        self.leader_id = ""
+        # As the leader: the partition count of each subscribed topic it assigned.
+        self.assigned_counts: dict[str, int] = {}
         self._rejoin = True
         self._lost = False
         self._stop = threading.Event()
@@ -133,6 +136,13 @@ class ConsumerCoordinator:
     @property
     def needs_rejoin(self) -> bool:
         return self._rejoin
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.member_id) and self.leader_id == self.member_id
+
+    def request_rejoin(self) -> None:
+        self._rejoin = True
 
     # -- joining ------------------------------------------------------------------------------
 
@@ -200,6 +210,7 @@ class ConsumerCoordinator:
         self.member_id = joined.member_id
         self.generation = joined.generation_id
         self.protocol = joined.protocol_name
+        self.leader_id = joined.leader_id
         assignments = []
         if joined.leader_id == self.member_id:
             assignments = self._assign(joined)
@@ -229,6 +240,7 @@ class ConsumerCoordinator:
         subscriptions = {m.member_id: decode_subscription(m.metadata) for m in joined.members}
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
         counts = {t: n for t in topics if (n := self.partitions_for(t)) is not None}
+        self.assigned_counts = counts
         assignments = assignor.assign(counts, subscriptions)
         return [pb.SyncGroupAssignment(member_id=member, assignment=encode_assignment(a))
                 for member, a in assignments.items()]

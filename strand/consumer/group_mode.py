@@ -10,7 +10,9 @@ takes away are committed first, so the next owner starts where this one stopped.
 A subscription to a pattern (``re.Pattern``) is matched against every topic of the
 cluster, internal ones left out, when subscribing and then every
 ``metadata_max_age_ms``; when the matching topics change the member rejoins with
-the new list, as Kafka's consumer does.
+the new list, as Kafka's consumer does. At the same interval the group's leader
+checks the partition counts of the subscribed topics against those it assigned, and
+rejoins when partitions were added, so that they are assigned too.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class GroupMode:
     def __init__(self, consumer: Consumer, coordinator: ConsumerCoordinator, *,
                  enable_auto_commit: bool, auto_commit_interval_ms: float,
                  join_timeout_ms: float, metadata_max_age_ms: float,
-                 list_topics: Callable[[], list[str]]) -> None:
+                 topic_partitions: Callable[[], dict[str, int]]) -> None:
         self.consumer = consumer
         self.coordinator = coordinator
         self.enable_auto_commit = enable_auto_commit
@@ -60,8 +62,8 @@ class GroupMode:
         self.listener: object | None = None
         self.pattern: re.Pattern[str] | None = None
         self.metadata_max_age_s = metadata_max_age_ms / 1000
-        self.list_topics = list_topics
-        self._next_match = 0.0
+        self.topic_partitions = topic_partitions
+        self._next_check = time.monotonic() + self.metadata_max_age_s
         self._next_commit = time.monotonic() + self.auto_commit_interval_s
 
     def subscribe(self, topics: list[str], listener: object | None,
@@ -71,13 +73,21 @@ class GroupMode:
         if pattern is None:
             self.coordinator.subscribe(topics)
         else:
-            self._match_pattern()
+            self._check_metadata()
 
-    def _match_pattern(self) -> None:
-        assert self.pattern is not None
-        topics = [t for t in self.list_topics() if self.pattern.fullmatch(t)]
-        self._next_match = time.monotonic() + self.metadata_max_age_s
-        if not self.coordinator.subscribed or set(topics) != set(self.coordinator.topics):
+    def _check_metadata(self) -> None:
+        counts = self.topic_partitions()
+        self._next_check = time.monotonic() + self.metadata_max_age_s
+        coordinator = self.coordinator
+        if coordinator.is_leader and any(counts.get(topic) != count for topic, count
+                                         in coordinator.assigned_counts.items()):
+            log.info("partitions of subscribed topics changed: rejoining to reassign",
+                     extra={"group": coordinator.group_id})
+            coordinator.request_rejoin()
+        if self.pattern is None:
+            return
+        topics = [t for t in counts if self.pattern.fullmatch(t)]
+        if not coordinator.subscribed or set(topics) != set(coordinator.topics):
             log.info("pattern %r matches %s", self.pattern.pattern, topics,
                      extra={"group": self.coordinator.group_id})
             self.consumer._metadata.add_topics(topics)
@@ -98,11 +108,11 @@ class GroupMode:
         coordinator = self.coordinator
         coordinator.last_poll = time.monotonic()
         coordinator.run_commit_callbacks()
-        if self.pattern is not None and time.monotonic() >= self._next_match:
+        if coordinator.subscribed and time.monotonic() >= self._next_check:
             try:
-                self._match_pattern()
-            except StrandError as exc:  # the gateway is away: match again next poll
-                log.info("could not list topics for pattern %r: %s", self.pattern.pattern, exc)
+                self._check_metadata()
+            except StrandError as exc:  # the gateway is away: again next poll
+                log.info("could not refresh the group's topics: %s", exc)
         if coordinator.needs_rejoin and coordinator.subscribed:
             result = self.coordinator.ensure_active(self.join_timeout_s,
                                                     before_join=self._before_revoke)

@@ -119,6 +119,24 @@ def test_a_pattern_subscription_follows_matching_topics(cluster: SdkCluster) -> 
         consumer.subscribe(["metrics.cpu"], pattern="metrics.*")
 
 
+def test_partitions_added_to_a_subscribed_topic_get_assigned(cluster: SdkCluster) -> None:
+    create(cluster, "growing", partitions=2)
+    with member(cluster, "growers", metadata_max_age_ms=500) as first, \
+            member(cluster, "growers", metadata_max_age_ms=500) as second:
+        listeners = Recorder(), Recorder()
+        first.subscribe(["growing"], listener=listeners[0])
+        second.subscribe(["growing"], listener=listeners[1])
+        pollers = Poller(first), Poller(second)
+        wait_for(lambda: len(listeners[0].owned | listeners[1].owned) == 2, "2 partitions")
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_partitions("growing", 5)
+        wait_for(lambda: listeners[0].owned | listeners[1].owned == {
+            TopicPartition("growing", p) for p in range(5)}, "the new partitions", 30)
+        assert not listeners[0].owned & listeners[1].owned
+        for poller in pollers:
+            poller.stop()
+
+
 def test_async_commits_apply_in_order_and_report_to_their_callbacks(
         cluster: SdkCluster) -> None:
     create(cluster, "async-commits", partitions=1)
