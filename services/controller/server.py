@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services.controller.admin import (
     ConfigOp,
@@ -43,8 +42,8 @@ from strand.cluster.etcd import (
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
-from strand.service import telemetry
 from strand.service.aio import wait_event
+from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc
@@ -239,15 +238,10 @@ class ControllerProcess:
         etcd = await connect(settings.etcd_endpoints)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
-        server = grpc.aio.server(interceptors=telemetry.server_interceptors())
+        server, health_servicer = new_server()
         controller_pb2_grpc.add_ControllerServicer_to_server(self.servicer, server)
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        port = server.add_insecure_port(settings.listen)
-        if port == 0:
-            raise RuntimeError(f"cannot listen on {settings.listen}")
-        await server.start()
-        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        await serve(server, settings.listen)
+        await set_serving(health_servicer)
         log.info("controller serving", extra={"listen": settings.listen,
                                               "controller_id": settings.controller_id})
         if on_ready is not None:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services.gateway.groups import GroupRouter
 from services.gateway.routing import Routes, route
@@ -25,18 +24,13 @@ from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.errors import ErrorCode
 from strand.log.config import TOPIC_CONFIG
-from strand.service import telemetry
+from strand.service.grpc_server import GRPC_OPTIONS, new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-]
 CONTROLLER_WAIT_S = 10.0
 VALID_ACKS = (0, 1, -1)
 
@@ -470,16 +464,11 @@ class GatewayProcess:
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
         channels = Channels()
-        server = grpc.aio.server(options=GRPC_OPTIONS,
-                                 interceptors=telemetry.server_interceptors())
+        server, health_servicer = new_server()
         gateway_pb2_grpc.add_GatewayServicer_to_server(GatewayServicer(self.cache, channels),
                                                        server)
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        if server.add_insecure_port(self.settings.listen) == 0:
-            raise RuntimeError(f"cannot listen on {self.settings.listen}")
-        await server.start()
-        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        await serve(server, self.settings.listen)
+        await set_serving(health_servicer)
         log.info("gateway serving", extra={"listen": self.settings.listen})
         try:
             await self._stopping.wait()

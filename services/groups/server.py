@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS, ShardCoordinator
 from services.groups.membership import Protocol
@@ -32,8 +31,8 @@ from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
 from strand.errors import ErrorCode, StrandError
 from strand.producer import Producer
-from strand.service import telemetry
 from strand.service.aio import wait_event
+from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2, controller_pb2_grpc, groups_pb2_grpc
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import groups_pb2 as pb
@@ -267,13 +266,9 @@ class GroupsProcess:
         etcd = await connect(settings.etcd_endpoints)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
-        server = grpc.aio.server(interceptors=telemetry.server_interceptors())
+        server, health_servicer = new_server()
         groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(self.servicer, server)
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        if server.add_insecure_port(settings.listen) == 0:
-            raise RuntimeError(f"cannot listen on {settings.listen}")
-        await server.start()
+        await serve(server, settings.listen)
         self._producer = Producer(settings.bootstrap, acks="all", linger_ms=0,
                                   request_timeout_ms=10_000, delivery_timeout_ms=30_000,
                                   client_id=f"coordinator-{settings.instance_id}")
@@ -282,7 +277,7 @@ class GroupsProcess:
             CoordinatorRecord(settings.instance_id, settings.advertise), self._shard_count,
             settings.lease_ttl, self._acquire, self._release)
         owning = asyncio.create_task(self._own(ownership), name="shard-ownership")
-        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        await set_serving(health_servicer)
         log.info("group coordinator serving", extra={"listen": settings.listen,
                                                      "instance": settings.instance_id})
         try:

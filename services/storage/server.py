@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services.storage.disk import DiskExecutor
 from services.storage.fetch import FetchedPartition, Fetcher, FetchParams, PartitionFetch
@@ -42,13 +41,12 @@ from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import BrokerRegistration
-from strand.service import telemetry
+from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import storage_pb2, storage_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SERVICE_NAME = "strand.v1.Storage"
 T = TypeVar("T")
 
@@ -217,30 +215,22 @@ class StorageProcess:
         isr = IsrManager(manager, peers)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
-        server = grpc.aio.server(interceptors=telemetry.server_interceptors(), options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ])
+        server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
             Appender(manager, disk), Fetcher(manager, disk), OffsetLookup(manager, disk),
             ReplicaFetchHandler(manager, disk, isr)), server)
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         maintenance_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None
         try:
             await watcher.start()
             await manager.start()
-            if server.add_insecure_port(settings.listen) == 0:
-                raise RuntimeError(f"cannot listen on {settings.listen}")
-            await server.start()
+            await serve(server, settings.listen)
             registrar.start()
             await _first_of(registrar.registered.wait(), self._stopping.wait())
             maintenance_task = asyncio.create_task(maintenance.run(), name="log-maintenance")
             isr_task = asyncio.create_task(isr.run(), name="isr-shrink")
             if not self._stopping.is_set():
-                for service in ("", SERVICE_NAME):
-                    await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+                await set_serving(health_servicer, SERVICE_NAME)
                 log.info("storage node serving", extra={
                     "listen": settings.listen, "advertise": settings.advertise,
                     "node_id": settings.node_id, "partitions": len(manager.replicas)})

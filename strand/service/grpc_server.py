@@ -1,0 +1,42 @@
+"""The gRPC server every Strand service runs: telemetry interceptors, the standard
+health service, room for 64 MiB messages (fetch answers, replica batches), and a
+clear error when the address cannot be bound."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from strand.client.channel import MAX_MESSAGE_BYTES
+from strand.service import telemetry
+
+__all__ = ["GRPC_OPTIONS", "MAX_MESSAGE_BYTES", "new_server", "serve", "set_serving"]
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+def new_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+    """A server with the telemetry interceptors and the health service (NOT_SERVING
+    until ``set_serving``); add the service's own servicer, then ``serve``."""
+    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=telemetry.server_interceptors())
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    return server, health_servicer
+
+
+async def serve(server: grpc.aio.Server, listen: str) -> int:
+    """Bind ``listen`` (host:port) and start; returns the bound port."""
+    port: int = server.add_insecure_port(listen)
+    if port == 0:
+        raise RuntimeError(f"cannot listen on {listen}")
+    await server.start()
+    return port
+
+
+async def set_serving(health_servicer: health.aio.HealthServicer, *services: str) -> None:
+    """Health checks of the whole server ("") and of ``services`` answer SERVING."""
+    for service in ("", *services):
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
