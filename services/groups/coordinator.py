@@ -277,7 +277,7 @@ class ShardCoordinator:
             await wait_event(self._wake, timeout + 0.001)
 
     def _complete(self, group: Group) -> None:
-        answers, removed = group.complete_rebalance()
+        answers, removed = group.complete_rebalance(self.clock())
         waiters = self._joins.pop(group.group_id, {})
         for member_id, future in waiters.items():
             outcome = answers.get(member_id, JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id))

@@ -225,9 +225,11 @@ class Group:
             return min(self.initial_delay_until_ms, self.rebalance_deadline_ms)
         return self.rebalance_deadline_ms
 
-    def complete_rebalance(self) -> tuple[dict[str, JoinOutcome], list[str]]:
+    def complete_rebalance(self, now_ms: float) -> tuple[dict[str, JoinOutcome], list[str]]:
         """Close the join phase: (answer per joined member, member ids removed because
-        they did not rejoin in time)."""
+        they did not rejoin in time). Every member's session starts again now, as
+        Kafka's does: one that waited in its join longer than its session timeout
+        is not expired for it."""
         removed = [m.member_id for m in self.members.values() if not m.awaiting_join]
         for member_id in removed:
             self._remove(member_id)
@@ -245,6 +247,7 @@ class Group:
         answers = {}
         for member in self.members.values():
             member.awaiting_join = False
+            member.last_heard_ms = now_ms
             member.joined_generation = self.generation
             member.assignment = b""
             answers[member.member_id] = self._outcome_for(member)

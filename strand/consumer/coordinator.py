@@ -105,6 +105,7 @@ class ConsumerCoordinator:
         # As the leader: the partition count of each subscribed topic it assigned.
         self.assigned_counts: dict[str, int] = {}
         self._rejoin = True
+        self._joining = False  # a join/sync in progress: no heartbeats meanwhile
         self._lost = False
         self._stop = threading.Event()
         self._heartbeats: threading.Thread | None = None
@@ -164,20 +165,27 @@ class ConsumerCoordinator:
             if before_join is not None:
                 before_join(set(self.owned))
             result.revoked, self.owned = set(self.owned), set()
+        self._joining = True
+        try:
+            assignment = self._join_until_assigned(deadline)
+        finally:
+            self._joining = False
+        new = set(assignment)
+        previous = set(self.owned)
+        result.revoked |= previous - new
+        result.assigned = new - previous
+        self.owned = new
+        # Cooperative: partitions given up now go to others in one more round.
+        self._rejoin = bool(self.cooperative and previous - new)
+        self._start_heartbeats()
+        return result
+
+    def _join_until_assigned(self, deadline: float) -> list[TopicPartition]:
         while True:
             self.check_wakeup()
             assignment = self._join_and_sync(deadline)
-            if assignment is None:
-                continue
-            new = set(assignment)
-            previous = set(self.owned)
-            result.revoked |= previous - new
-            result.assigned = new - previous
-            self.owned = new
-            # Cooperative: partitions given up now go to others in one more round.
-            self._rejoin = bool(self.cooperative and previous - new)
-            self._start_heartbeats()
-            return result
+            if assignment is not None:
+                return assignment
 
     def _join_and_sync(self, deadline: float) -> list[TopicPartition] | None:
         if time.monotonic() > deadline:
@@ -279,8 +287,11 @@ class ConsumerCoordinator:
         self._heartbeats.start()
 
     def _heartbeat_loop(self) -> None:
+        # Heartbeats go on after a rebalance is announced, until the member actually
+        # rejoins from poll(): a member busy processing between polls stays in the
+        # group for max.poll.interval.ms, not just its session timeout (as Kafka's).
         while not self._stop.wait(self.heartbeat_interval_ms / 1000):
-            if self._rejoin or not self.member_id:
+            if self._joining or not self.member_id:
                 continue
             if time.monotonic() - self.last_poll > self.rebalance_timeout_ms / 1000:
                 self._poll_timeout_expired()

@@ -26,10 +26,12 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, set[TopicPartition]]] = []
         self.owned: frozenset[TopicPartition] = frozenset()
+        self.most = 0  # the most partitions owned at once
 
     def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
         self.events.append(("assigned", partitions))
         self.owned = self.owned | partitions
+        self.most = max(self.most, len(self.owned))
 
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
         self.events.append(("revoked", partitions))
@@ -201,6 +203,29 @@ def test_a_member_that_stops_polling_leaves_and_its_partitions_move(
         slow.poll(timeout_ms=100)  # it notices: its partitions are lost, then it rejoins
         assert ("lost", owned) in slow_listener.events
         assert "revoked" not in slow_listener.kinds()[slow_listener.kinds().index("lost"):]
+
+
+def test_a_member_busy_past_its_session_during_a_rebalance_stays_in_the_group(
+        cluster: SdkCluster) -> None:
+    """Heartbeats go on until the member rejoins: a rebalance that starts while it is
+    busy between polls waits for it up to max.poll.interval.ms, not its session."""
+    create(cluster, "busy", partitions=2)
+    busy_listener, joiner_listener = Recorder(), Recorder()
+    with member(cluster, "busybodies", session_timeout_ms=3000) as busy, \
+            member(cluster, "busybodies", session_timeout_ms=3000) as joiner:
+        busy.subscribe(["busy"], listener=busy_listener)
+        poll_until(busy, lambda: len(busy_listener.owned) == 2, "the first assignment")
+        joiner.subscribe(["busy"], listener=joiner_listener)
+        joiner_poller = Poller(joiner)  # its join starts a rebalance that waits for busy
+        time.sleep(7)  # busy "processes" for more than two session timeouts, not polling
+        busy_poller = Poller(busy)
+        wait_for(lambda: len(busy_listener.owned) == 1 and len(joiner_listener.owned) == 1,
+                 "the two members to share")
+        busy_poller.stop()
+        joiner_poller.stop()
+        # busy was never expired: the joiner never had both partitions to itself.
+        assert joiner_listener.most == 1, joiner_listener.events
+        assert "lost" not in busy_listener.kinds()
 
 
 def test_unsubscribe_hands_partitions_over_at_once(cluster: SdkCluster) -> None:

@@ -36,7 +36,7 @@ def stable_group(members: int = 2) -> tuple[Group, list[str]]:
     group = Group("g", initial_rebalance_delay_ms=0)
     ids = [new_member(group) for _ in range(members)]
     assert group.rebalance_due(0)
-    answers, removed = group.complete_rebalance()
+    answers, removed = group.complete_rebalance(0)
     assert not removed and set(answers) == set(ids)
     leader = group.leader_id
     assignments = {m: m.encode() for m in ids}
@@ -51,7 +51,7 @@ def test_members_need_an_id_first_then_join_a_new_generation() -> None:
     a = new_member(group)
     assert state(group) == GroupState.PREPARING_REBALANCE
     assert group.rebalance_due(0)
-    answers, _ = group.complete_rebalance()
+    answers, _ = group.complete_rebalance(0)
     assert state(group) == GroupState.COMPLETING_REBALANCE
     outcome = answers[a]
     assert (outcome.error, outcome.generation, outcome.protocol, outcome.leader_id) == (
@@ -72,14 +72,14 @@ def test_the_initial_delay_gathers_a_starting_fleet_into_one_rebalance() -> None
     new_member(group, now=2500)  # extends the delay to 5500
     assert not group.rebalance_due(5000)
     assert group.rebalance_due(5500)
-    answers, _ = group.complete_rebalance()
+    answers, _ = group.complete_rebalance(0)
     assert len(answers) == 2 and group.generation == 1
 
 
 def test_followers_wait_for_the_leaders_sync() -> None:
     group = Group("g", initial_rebalance_delay_ms=0)
     a, b = new_member(group), new_member(group)
-    group.complete_rebalance()
+    group.complete_rebalance(0)
     follower = b if group.leader_id == a else a
     assert group.sync(follower, 1, None, None, 0) == (ErrorCode.NONE, None)  # waits
     error, mine = group.sync(group.leader_id, 1, None, {a: b"A", b: b"B"}, 0)
@@ -98,7 +98,7 @@ def test_a_new_member_rebalances_and_old_members_learn_by_heartbeat() -> None:
     assert not group.rebalance_due(300)  # a and b have not rejoined yet
     assert join(group, a, 400) is None and join(group, b, 400) is None
     assert group.rebalance_due(400)
-    answers, removed = group.complete_rebalance()
+    answers, removed = group.complete_rebalance(400)
     assert set(answers) == {a, b, c} and not removed and group.generation == 2
 
 
@@ -108,7 +108,7 @@ def test_members_that_do_not_rejoin_in_time_are_removed() -> None:
     assert join(group, a, 2000) is None
     assert not group.rebalance_due(2000)
     assert group.rebalance_due(1000 + REBALANCE)  # b never rejoined
-    answers, removed = group.complete_rebalance()
+    answers, removed = group.complete_rebalance(1000 + REBALANCE)
     assert removed == [b] and b not in answers
 
 
@@ -126,7 +126,7 @@ def test_the_last_member_leaving_empties_the_group() -> None:
     assert state(group) == GroupState.PREPARING_REBALANCE
     assert group.leave(b, 20) == ErrorCode.NONE
     assert group.rebalance_due(20)
-    answers, _ = group.complete_rebalance()
+    answers, _ = group.complete_rebalance(0)
     assert answers == {} and state(group) == GroupState.EMPTY
     assert group.leave(b, 30) == ErrorCode.UNKNOWN_MEMBER_ID
 
@@ -136,7 +136,7 @@ def test_a_zombie_from_an_old_generation_is_fenced() -> None:
     new_member(group, now=10)
     join(group, a, 20)
     join(group, b, 20)
-    group.complete_rebalance()
+    group.complete_rebalance(0)
     group.sync(group.leader_id, 2, None, {}, 30)
     assert group.check_commit(a, 1) == ErrorCode.ILLEGAL_GENERATION
     assert group.heartbeat(a, 1, None, 40) == ErrorCode.ILLEGAL_GENERATION
@@ -147,7 +147,7 @@ def test_a_zombie_from_an_old_generation_is_fenced() -> None:
 def test_commits_wait_out_the_sync_phase() -> None:
     group = Group("g", initial_rebalance_delay_ms=0)
     a = new_member(group)
-    group.complete_rebalance()
+    group.complete_rebalance(0)
     assert group.check_commit(a, 1) == ErrorCode.REBALANCE_IN_PROGRESS
     group.sync(a, 1, None, {a: b"x"}, 0)
     assert group.check_commit(a, 1) == ErrorCode.NONE
@@ -163,7 +163,7 @@ def test_a_static_member_restarting_keeps_its_assignment_without_a_rebalance() -
     first = join(group, "", 0, instance="host-1")
     assert first is None  # static members skip MEMBER_ID_REQUIRED
     old_id = next(iter(group.members))
-    group.complete_rebalance()
+    group.complete_rebalance(0)
     group.sync(old_id, 1, "host-1", {old_id: b"mine"}, 0)
     outcome = join(group, "", 100, instance="host-1")  # restarted: no member id
     assert outcome is not None and outcome.error == ErrorCode.NONE
@@ -189,7 +189,7 @@ def test_the_protocol_is_the_one_members_prefer() -> None:
     new_member(group, protocols=both)
     new_member(group, protocols=both)
     new_member(group, protocols=(Protocol("range", b""), Protocol("cooperative-sticky", b"")))
-    answers, _ = group.complete_rebalance()
+    answers, _ = group.complete_rebalance(0)
     assert {a.protocol for a in answers.values()} == {"cooperative-sticky"}
 
 
@@ -198,3 +198,18 @@ def test_a_stable_follower_rejoining_unchanged_gets_the_current_generation() -> 
     follower = b if group.leader_id == a else a
     outcome = join(group, follower, 50)
     assert outcome is not None and outcome.generation == 1 and state(group) == GroupState.STABLE
+
+
+def test_a_long_join_does_not_count_against_the_members_session() -> None:
+    group, (a, b) = stable_group()
+    new_member(group, now=1000)
+    assert join(group, a, 1000) is None  # a waits in its join for b, far past its session
+    # b, busy between polls, heartbeats (told to rejoin); a, in its join, never expires.
+    assert group.heartbeat(b, 1, None, 1000 + SESSION * 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert group.expire(1000 + SESSION * 2 + 1) == []
+    late = 1000 + REBALANCE - 1
+    assert join(group, b, late) is None
+    answers, removed = group.complete_rebalance(late)
+    assert not removed and len(answers) == 3
+    assert group.expire(late + SESSION - 1) == []  # the session counts from completion
+    assert group.next_expiry_ms() == late + SESSION
