@@ -61,6 +61,26 @@ def _code(code: ErrorCode) -> Any:
     return common_pb2.ErrorCode.Value(code.name)
 
 
+_EXPLANATIONS = {
+    ErrorCode.UNKNOWN_MEMBER_ID: "member {member!r} is not in group {group!r} (it left, or "
+                                 "its session or poll interval expired): rejoin",
+    ErrorCode.ILLEGAL_GENERATION: "generation {generation} of member {member!r} is not group "
+                                  "{group!r}'s current generation: rejoin",
+    ErrorCode.REBALANCE_IN_PROGRESS: "group {group!r} is rebalancing: rejoin",
+    ErrorCode.FENCED_INSTANCE_ID: "instance {instance!r} of group {group!r} has been taken "
+                                  "over by a newer member with the same group_instance_id",
+}
+
+
+def _explain(code: ErrorCode, request: Any) -> str:
+    """A message for an error the domain answered by its code alone."""
+    template = _EXPLANATIONS.get(code, f"{code.name} (group {{group!r}})")
+    return template.format(group=getattr(request, "group_id", ""),
+                           member=getattr(request, "member_id", ""),
+                           generation=getattr(request, "generation_id", -1),
+                           instance=getattr(request, "group_instance_id", ""))
+
+
 class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def __init__(self, cache: MetadataCache) -> None:
         self.cache = cache
@@ -81,7 +101,8 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"shard {shard} is loading")
         raise _Refused(ErrorCode.NOT_COORDINATOR, f"this instance does not serve shard {shard}")
 
-    async def _answer(self, response: R, work: Callable[[], Awaitable[None]]) -> R:
+    async def _answer(self, response: R, work: Callable[[], Awaitable[None]],
+                      request: Any) -> R:
         try:
             await work()
         except _Refused as refused:
@@ -90,6 +111,10 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         except StrandError as exc:
             response.error_code = _code(exc.code)  # type: ignore[attr-defined]
             response.error_message = str(exc)  # type: ignore[attr-defined]
+        code = getattr(response, "error_code", 0)
+        if code and not getattr(response, "error_message", ""):
+            response.error_message = _explain(  # type: ignore[attr-defined]
+                ErrorCode(code), request)
         return response
 
     async def JoinGroup(self, request: pb.JoinGroupRequest,
@@ -112,7 +137,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                 response.members.add(member_id=member_id, group_instance_id=instance_id or "",
                                      metadata=metadata)
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
     async def SyncGroup(self, request: pb.SyncGroupRequest,
                         context: grpc.aio.ServicerContext) -> pb.SyncGroupResponse:
@@ -133,7 +158,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             group = coordinator.groups.get(request.group_id)
             response.protocol_name = group.protocol if group else ""
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
     async def Heartbeat(self, request: pb.HeartbeatRequest,
                         context: grpc.aio.ServicerContext) -> pb.HeartbeatResponse:
@@ -145,7 +170,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                 request.group_id, request.member_id, request.generation_id,
                 request.group_instance_id or None))
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
     async def LeaveGroup(self, request: pb.LeaveGroupRequest,
                          context: grpc.aio.ServicerContext) -> pb.LeaveGroupResponse:
@@ -155,7 +180,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             coordinator = self._coordinator(request.group_id)
             response.error_code = _code(coordinator.leave(request.group_id, request.member_id))
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
     async def OffsetCommit(self, request: pb.OffsetCommitRequest,
                            context: grpc.aio.ServicerContext) -> pb.OffsetCommitResponse:
@@ -174,7 +199,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                 response.partitions.add(topic=p.topic, partition=p.partition,
                                         error_code=_code(error))
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
     async def OffsetFetch(self, request: pb.OffsetFetchRequest,
                           context: grpc.aio.ServicerContext) -> pb.OffsetFetchResponse:
@@ -193,7 +218,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                     leader_epoch=value.leader_epoch if value else -1,
                     metadata=value.metadata if value else "")
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
     async def DescribeGroup(self, request: pb.DescribeGroupRequest,
                             context: grpc.aio.ServicerContext) -> pb.DescribeGroupResponse:
@@ -217,7 +242,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                     metadata=m.metadata(group.protocol) if group.protocol and
                     m.supports(group.protocol) else b"")
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
     async def ListGroups(self, request: pb.ListGroupsRequest,
                          context: grpc.aio.ServicerContext) -> pb.ListGroupsResponse:
@@ -239,7 +264,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             coordinator = self._coordinator(request.group_id)
             response.error_code = _code(await coordinator.delete(request.group_id))
 
-        return await self._answer(response, work)
+        return await self._answer(response, work, request)
 
 
 class _Refused(Exception):

@@ -284,6 +284,7 @@ def test_a_zombie_members_commit_is_refused(sdk_cluster_factory: Factory) -> Non
         with pytest.raises(StrandError) as refused:
             zombie.commit({tp: zombie_offset})
         assert isinstance(refused.value, ZOMBIE_REFUSED), repr(refused.value)
+        assert "not in group 'fencers'" in str(refused.value), str(refused.value)
         assert live.committed(tp) != zombie_offset
         assert zombie_offset not in admin.list_group_offsets(group).values()
         # The live member's commits are accepted (the refusal is the zombie's own).
