@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover
+.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -21,6 +21,7 @@ help:
 	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
 	@echo "make chaos  - fault injection against a real cluster, DURATION=600 s of rotating faults"
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
+	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
 $(STAMP): pyproject.toml
 	@echo ">>> creating the Python virtual environment in $(VENV) and installing Strand with its dev tools"
@@ -96,6 +97,13 @@ TERMS ?= 5
 TTL ?= 3
 bench-failover: setup system-deps
 	@$(PY) bench/failover_bench.py --kills $(KILLS) --terms $(TERMS) --lease-ttl $(TTL) --json
+
+# Consumer groups: median time for 10 consumers from join to every partition assigned
+# (ROUNDS rounds per rebalance delay and assignor), and the throughput of a 3-consumer
+# group vs one consumer over RECORDS records of 1 KiB (bench/group_bench.py --help).
+bench-groups: setup system-deps
+	@$(PY) bench/group_bench.py --json \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
