@@ -21,7 +21,13 @@ from strand.admin import (
     TopicDescription,
 )
 from strand.client import BootstrapError, TopicPartition, TransportError
-from strand.consumer import Consumer, ConsumerRecord, NoOffsetForPartitionError, WakeupError
+from strand.consumer import (
+    Consumer,
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    NoOffsetForPartitionError,
+    WakeupError,
+)
 from strand.errors import StrandError, error_for
 from strand.producer import (
     BufferExhaustedError,
@@ -37,6 +43,7 @@ __all__ = [
     "ClusterDescription",
     "ConfigValue",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "NewTopic",
     "NoOffsetForPartitionError",

@@ -50,7 +50,7 @@ from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import MAX_MESSAGE_BYTES, open_channel, transport_error
 from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
-from strand.consumer.coordinator import ConsumerCoordinator
+from strand.consumer.coordinator import ConsumerCoordinator, ConsumerGroupMetadata
 from strand.consumer.errors import WakeupError
 from strand.consumer.fetcher import Fetcher, FetchSettings, PartitionState
 from strand.consumer.group_mode import GroupMode
@@ -234,6 +234,10 @@ class Consumer:
         """The topics subscribed to (for a pattern: those it matches now)."""
         coordinator = self._group_mode("subscription()").coordinator
         return set(coordinator.topics) if coordinator.subscribed else set()
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id this consumer has now."""
+        return self._group_mode("group_metadata()").coordinator.metadata()
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) to the group, now;

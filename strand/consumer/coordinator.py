@@ -61,6 +61,18 @@ T = TypeVar("T")
 CommitCallback = Callable[[dict[TopicPartition, int], Exception | None], None]
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """Who this member is in its group now (Kafka's ``ConsumerGroupMetadata``): what a
+    transactional producer sends with offsets to fence zombies. ``generation_id``
+    -1 and an empty ``member_id`` while not a member."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+
+
 @dataclass
 class Rebalance:
     """What a completed rebalance changed for this member."""
@@ -144,6 +156,10 @@ class ConsumerCoordinator:
 
     def request_rejoin(self) -> None:
         self._rejoin = True
+
+    def metadata(self) -> ConsumerGroupMetadata:
+        return ConsumerGroupMetadata(self.group_id, self.generation, self.member_id,
+                                     self.group_instance_id)
 
     # -- joining ------------------------------------------------------------------------------
 

@@ -147,6 +147,9 @@ def test_async_commits_apply_in_order_and_report_to_their_callbacks(
     with member(cluster, "async") as consumer:
         consumer.subscribe(["async-commits"])
         poll_until(consumer, lambda: consumer.assignment() == {tp}, "the assignment")
+        metadata = consumer.group_metadata()
+        assert (metadata.group_id, metadata.generation_id) == ("async", 1)
+        assert metadata.member_id and metadata.group_instance_id is None
         for offset in range(1, 51):
             consumer.commit_async({tp: offset},
                                   lambda offsets, error: results.append((offsets[tp], error)))
