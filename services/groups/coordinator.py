@@ -190,6 +190,8 @@ class ShardCoordinator:
                 if not waiter.done():
                     waiter.set_result((ErrorCode.NONE, member.assignment) if member else
                                       (ErrorCode.UNKNOWN_MEMBER_ID, b""))
+            group.assignments_delivered(self.clock())
+            self._wake.set()  # the expiry deadlines moved
         return ErrorCode.NONE, assignment
 
     def heartbeat(self, group_id: str, member_id: str, generation: int,

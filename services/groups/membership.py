@@ -70,6 +70,13 @@ class Member:
     joined_generation: int = -1  # the generation this member last joined (-1: pending)
     assignment: bytes = b""
     awaiting_join: bool = False
+    # Waiting for its assignment (the leader's sync, then its write): alive, as a
+    # member waiting in its join is (Kafka's hasSatisfiedHeartbeat).
+    awaiting_sync: bool = False
+
+    @property
+    def waiting(self) -> bool:
+        return self.awaiting_join or self.awaiting_sync
 
     def supports(self, protocol: str) -> bool:
         return any(p.name == protocol for p in self.protocols)
@@ -191,6 +198,10 @@ class Group:
     def _prepare_rebalance(self, now_ms: float, new_member: bool) -> None:
         was_empty = self.state == GroupState.EMPTY
         self.state = GroupState.PREPARING_REBALANCE
+        for member in self.members.values():
+            if member.awaiting_sync:  # its sync is answered REBALANCE_IN_PROGRESS now
+                member.awaiting_sync = False
+                member.last_heard_ms = now_ms
         timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         if was_empty:
             self.rebalance_deadline_ms = now_ms + timeout
@@ -306,9 +317,19 @@ class Group:
         if member_id == self.leader_id and assignments is not None:
             for target in self.members.values():
                 target.assignment = assignments.get(target.member_id, b"")
+                target.awaiting_sync = True  # until the assignment is stored and sent
             self.state = GroupState.STABLE
             return ErrorCode.NONE, member.assignment
+        member.awaiting_sync = True
         return ErrorCode.NONE, None
+
+    def assignments_delivered(self, now_ms: float) -> None:
+        """The leader's assignment is stored and every waiting member has its answer:
+        their sessions count from now."""
+        for member in self.members.values():
+            if member.awaiting_sync:
+                member.awaiting_sync = False
+                member.last_heard_ms = now_ms
 
     def heartbeat(self, member_id: str, generation: int, group_instance_id: str | None,
                   now_ms: float) -> ErrorCode:
@@ -330,10 +351,10 @@ class Group:
         return ErrorCode.NONE
 
     def expire(self, now_ms: float) -> list[str]:
-        """Remove members not heard from within their session timeout (waiting joins
-        count as heard: the rebalance timeout covers them)."""
+        """Remove members not heard from within their session timeout (members waiting
+        in a join or a sync count as heard: the rebalance timeout covers them)."""
         gone = [m.member_id for m in self.members.values()
-                if not m.awaiting_join and now_ms - m.last_heard_ms > m.session_timeout_ms]
+                if not m.waiting and now_ms - m.last_heard_ms > m.session_timeout_ms]
         for member_id in gone:
             self._remove(member_id)
         if gone:
@@ -342,7 +363,7 @@ class Group:
 
     def next_expiry_ms(self) -> float | None:
         times = [m.last_heard_ms + m.session_timeout_ms for m in self.members.values()
-                 if not m.awaiting_join]
+                 if not m.waiting]
         return min(times) if times else None
 
     def _remove(self, member_id: str) -> None:

@@ -40,7 +40,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from types import TracebackType
 from typing import Literal
 
@@ -288,8 +288,18 @@ class Consumer:
         return {t.name: len(t.partitions) for t in response.topics
                 if t.error_code == pb.NONE and not t.is_internal}
 
-    def _assign_from_group(self, partitions: list[TopicPartition]) -> None:
+    def _assign_from_group(self, partitions: list[TopicPartition],
+                           fresh: Collection[TopicPartition] = ()) -> None:
+        """The group's assignment. ``fresh`` partitions (newly given to this member)
+        start anew, at the committed offset once fetched (as Kafka's: also those an
+        eager rebalance took away and gave back)."""
         self.assign(partitions)
+        for tp in fresh:
+            if tp in self._states:
+                self._states[tp] = PartitionState(awaiting_committed=True)
+
+    def _awaiting_committed(self) -> list[TopicPartition]:
+        return [tp for tp, s in self._states.items() if s.awaiting_committed]
 
     def _known_positions(self) -> dict[TopicPartition, int]:
         return {tp: s.position for tp, s in self._states.items() if s.position is not None}
@@ -348,6 +358,8 @@ class Consumer:
         deadline = time.monotonic() + (self.request_timeout_ms if timeout_ms is None
                                        else timeout_ms) / 1000
         while state.position is None:
+            if self._group is not None:
+                self._group.fetch_committed()
             self._raise_errors()
             self._update_positions()
             if state.position is not None:

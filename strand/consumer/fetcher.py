@@ -72,6 +72,9 @@ class PartitionState:
     paused: bool = False
     retry_at: float = 0.0  # monotonic seconds: no fetch/list-offsets before
     error: StrandError | None = None  # raised by the next poll()
+    # Given by the group: its position is the committed offset, still to be fetched
+    # (auto_offset_reset applies only once the group says nothing is committed).
+    awaiting_committed: bool = False
     high_watermark: int = -1
     log_start_offset: int = -1
     last_stable_offset: int = -1
@@ -86,12 +89,14 @@ class PartitionState:
 
     def seek(self, offset: int) -> None:
         self.clear()
+        self.awaiting_committed = False
         self.position = offset
         self.fetch_offset = offset
         self.reset = None
 
     def request_reset(self, strategy: str) -> None:
         self.clear()
+        self.awaiting_committed = False
         self.position = None
         self.reset = strategy
 

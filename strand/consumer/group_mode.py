@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+import grpc
+
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator, Rebalance
 from strand.errors import StrandError
@@ -118,6 +120,7 @@ class GroupMode:
                                                     before_join=self._before_revoke)
             if result is not None:
                 self._apply(result)
+        self.fetch_committed()
         if self.enable_auto_commit and time.monotonic() >= self._next_commit:
             self._next_commit = time.monotonic() + self.auto_commit_interval_s
             try:
@@ -139,12 +142,32 @@ class GroupMode:
             _notify(self.listener, "on_partitions_lost", result.lost)
         elif result.revoked and self.coordinator.cooperative:
             _notify(self.listener, "on_partitions_revoked", result.revoked)
-        consumer._assign_from_group(sorted(self.coordinator.owned))
-        committed = self.coordinator.committed(sorted(result.assigned))
-        for tp, offset in committed.items():
-            if offset is not None:
-                consumer.seek(tp, offset)
+        consumer._assign_from_group(sorted(self.coordinator.owned), result.assigned)
+        self.fetch_committed()  # failing, it is tried again by the next poll()
         _notify(self.listener, "on_partitions_assigned", result.assigned)
+
+    def fetch_committed(self) -> None:
+        """Start the partitions the group gave this member at their committed offsets
+        (those with nothing committed: by ``auto_offset_reset``). A failure leaves them
+        waiting, without a position, for the next try: never a silent reset."""
+        consumer = self.consumer
+        pending = consumer._awaiting_committed()
+        if not pending:
+            return
+        try:
+            committed = self.coordinator.committed(pending)
+        except (StrandError, grpc.RpcError) as exc:
+            log.info("could not fetch committed offsets, retrying at the next poll: %s", exc)
+            return
+        for tp, offset in committed.items():
+            state = consumer._states.get(tp)
+            if state is None or not state.awaiting_committed:
+                continue  # sought, or taken away, meanwhile
+            if offset is None:
+                state.awaiting_committed = False  # auto_offset_reset decides
+            else:
+                state.seek(offset)
+        consumer._fetcher.cancel()  # the new positions join the next fetch at once
 
     def positions(self, partitions: set[TopicPartition] | None = None
                   ) -> dict[TopicPartition, int]:

@@ -47,7 +47,8 @@ class OffsetLookup:
         now = time.monotonic()
         wanted: dict[TopicPartition, int] = {}
         for tp, pending in states.items():
-            if pending.position is not None or pending.retry_at > now:
+            if (pending.position is not None or pending.retry_at > now
+                    or pending.awaiting_committed):
                 continue
             strategy = pending.reset or self.auto_offset_reset
             if strategy == "none":

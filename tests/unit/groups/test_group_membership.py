@@ -42,6 +42,7 @@ def stable_group(members: int = 2) -> tuple[Group, list[str]]:
     assignments = {m: m.encode() for m in ids}
     assert group.sync(leader, group.generation, None, assignments, 0) == (ErrorCode.NONE,
                                                                           leader.encode())
+    group.assignments_delivered(0)  # the coordinator: stored and answered
     assert state(group) == GroupState.STABLE
     return group, ids
 
@@ -213,3 +214,31 @@ def test_a_long_join_does_not_count_against_the_members_session() -> None:
     assert not removed and len(answers) == 3
     assert group.expire(late + SESSION - 1) == []  # the session counts from completion
     assert group.next_expiry_ms() == late + SESSION
+
+
+def test_members_waiting_for_their_assignment_are_not_expired() -> None:
+    group = Group("g", initial_rebalance_delay_ms=0)
+    a, b = new_member(group), new_member(group)
+    group.complete_rebalance(0)
+    follower = b if group.leader_id == a else a
+    # The follower waits in its sync for the leader's assignment, past its session.
+    assert group.sync(follower, 1, None, None, 100) == (ErrorCode.NONE, None)
+    assert group.heartbeat(group.leader_id, 1, None, SESSION) == ErrorCode.NONE
+    assert group.expire(SESSION + 500) == []
+    # The leader syncs; the assignment is being stored: nobody expires meanwhile.
+    error, _ = group.sync(group.leader_id, 1, None, {a: b"A", b: b"B"}, SESSION + 600)
+    assert error == ErrorCode.NONE and state(group) == GroupState.STABLE
+    assert group.expire(3 * SESSION) == [] and group.next_expiry_ms() is None
+    group.assignments_delivered(3 * SESSION)  # stored and answered: sessions restart
+    assert group.next_expiry_ms() == 4 * SESSION
+    assert sorted(group.expire(4 * SESSION + 1)) == sorted([a, b])
+
+
+def test_a_rebalance_releases_members_waiting_in_their_sync() -> None:
+    group = Group("g", initial_rebalance_delay_ms=0)
+    a, b = new_member(group), new_member(group)
+    group.complete_rebalance(0)
+    follower = b if group.leader_id == a else a
+    assert group.sync(follower, 1, None, None, 100) == (ErrorCode.NONE, None)
+    assert group.leave(group.leader_id, 200) == ErrorCode.NONE  # the rebalance answers it
+    assert group.next_expiry_ms() == 200 + SESSION
