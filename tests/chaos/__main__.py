@@ -5,7 +5,8 @@
 
 Progress goes to stderr; the summary table to stdout (to stderr with ``--json``,
 when stdout carries the JSON report). Exit status: 0 when every check passed, 1
-when any of lost / divergence / order / phantom / replica mismatches is non-zero
+when any of lost / divergence / order / phantom / replica mismatches / re-read /
+skipped is non-zero
 or the cluster did not recover by itself after a fault (a process exited, or it
 was not healthy again within the recovery timeout), 2 when the harness itself
 could not run (or left processes behind).
@@ -21,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from .faults import KINDS
+from .group_workload import GroupSettings
 from .runner import ChaosConfig, run
 from .summary import print_summary
 
@@ -43,6 +45,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
     parser.add_argument("--quiet", type=float, default=3,
                         help="seconds of calm before the first fault and after each recovery")
     parser.add_argument("--cut-mode", choices=["blackhole", "reset"], default="blackhole")
+    parser.add_argument("--group-members", type=int, default=3,
+                        help="members of the consumer group (0: no group workload)")
+    parser.add_argument("--churn", type=float, default=8,
+                        help="seconds between replacements of a group member (0: never)")
+    parser.add_argument("--crash-share", type=float, default=0.3,
+                        help="share of the replacements that SIGKILL the member")
+    parser.add_argument("--assignor", default="range",
+                        choices=["range", "roundrobin", "sticky", "cooperative-sticky"],
+                        help="the group members' partition assignor")
+    parser.add_argument("--offsets-share", type=float, default=0.34,
+                        help="share of the leader faults aimed at the group's "
+                             "__consumer_offsets leader")
     parser.add_argument("--workdir", type=Path, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (logs, data) even when the run passed")
@@ -57,7 +71,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
                          injections=args.injections, lease_ttl=args.lease_ttl,
                          partitions=args.partitions, writers=args.writers, rate=args.rate,
                          quiet=args.quiet, cut_mode=args.cut_mode, workdir=args.workdir,
-                         keep=args.keep)
+                         keep=args.keep, offsets_share=args.offsets_share,
+                         group=GroupSettings(members=args.group_members, churn=args.churn,
+                                             crash_share=args.crash_share,
+                                             assignor=args.assignor))
     return config, args.json
 
 

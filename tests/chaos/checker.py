@@ -14,6 +14,8 @@ The properties, after Jepsen's queue/Kafka workloads:
   may or may not be there: they are counted apart (``ambiguous``), never as errors.
 - **replicas**: every replica's log is byte-identical to the leader's up to the
   high watermark (:func:`compare_replicas`; the harness reads the files).
+- **reread** / **skipped**: the consumer group's owners of a partition start exactly
+  at its committed offset and read on without gaps (:mod:`.group_checker`).
 
 Each anomaly is charged to a fault, to build the per-fault table (:func:`summarize`):
 to the fault in progress when it happened or, failing that, the one injected last
@@ -35,12 +37,14 @@ from typing import Any
 from strand.errors import CorruptRecordError
 from strand.records.batch import batch_size_at, validate_batch
 
+from .group_checker import GROUP_CHECKS, check_group
 from .history import (
     AMBIGUOUS,
     FAILED,
     FINAL_SESSION,
     OK,
     PENDING,
+    Anomaly,
     FaultEvent,
     History,
     ReplicaResult,
@@ -48,17 +52,8 @@ from .history import (
 
 NO_FAULT = "none"
 FINAL_ROW = "final"
-CHECKS = ("lost", "divergence", "order", "phantom")
+CHECKS = ("lost", "divergence", "order", "phantom", *GROUP_CHECKS)
 EXAMPLES = 5  # anomalies of each check kept in the report
-
-
-@dataclass(frozen=True, slots=True)
-class Anomaly:
-    check: str  # one of CHECKS
-    t: float
-    partition: int
-    offset: int
-    detail: str
 
 
 # ------------------------------------------------------------------------------ checks
@@ -249,6 +244,12 @@ class Row:
     # Injections after which the cluster was healthy again within the recovery
     # timeout with no process exiting on its own (liveness, not a safety property).
     recovered: int = 0
+    # The consumer group: records its members read, partitions moving to another
+    # member, and the two group checks (group_checker.py).
+    group_reads: int = 0
+    owner_changes: int = 0
+    reread: int = 0
+    skipped: int = 0
 
     @property
     def replica_mismatches(self) -> int:
@@ -256,7 +257,8 @@ class Row:
 
     def add(self, other: Row) -> None:
         for name in ("injections", "acked", "lost", "divergence", "order", "phantom",
-                     "ambiguous", "replica_checks", "replicas_identical", "recovered"):
+                     "ambiguous", "replica_checks", "replicas_identical", "recovered",
+                     "group_reads", "owner_changes", "reread", "skipped"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -274,7 +276,8 @@ class Report:
     def failed(self) -> bool:
         """A safety property was violated."""
         t = self.total
-        return bool(t.lost or t.divergence or t.order or t.phantom or t.replica_mismatches)
+        return bool(t.lost or t.divergence or t.order or t.phantom or t.replica_mismatches
+                    or t.reread or t.skipped)
 
     @property
     def unavailable(self) -> bool:
@@ -328,8 +331,14 @@ def check(history: History) -> Report:
             row(charge(send.t_done)).acked += 1
         elif send.outcome in (AMBIGUOUS, PENDING):
             row(charge(send.t_done if send.t_done >= 0 else send.t_send)).ambiguous += 1
+    group = check_group(history)
+    for t in group.read_times:
+        row(charge(t)).group_reads += 1
+    for t in group.owner_change_times:
+        row(charge(t)).owner_changes += 1
     anomalies = {"lost": check_lost(history), "divergence": check_divergence(history),
-                 "order": check_order(history), "phantom": check_phantom(history)}
+                 "order": check_order(history), "phantom": check_phantom(history),
+                 **group.anomalies}
     for name, found in anomalies.items():
         for anomaly in found:
             target = row(charge(anomaly.t, forward=name == "lost"))
@@ -351,6 +360,7 @@ def check(history: History) -> Report:
                                f"{r.partition} hw {r.hw}: {r.detail}"
                                for r in history.replicas if not r.identical][:3 * EXAMPLES]
     report.info = _info(history)
+    report.info["group"] = group.info
     return report
 
 

@@ -8,6 +8,13 @@
   directory and ports.
 - partition-node: cut a partition leader off from its peers, the gateway and the
   controllers (``proxy.py``), etcd staying reachable; held 2 x TTL + 2 s; reconnect.
+- kill-coordinator: SIGKILL the group coordinator instance owning the chaos group's
+  shard (``shards/groups/<k>`` in etcd); held TTL + 2 s (the other instance takes
+  the shard over from __consumer_offsets); restart (it may take the shard back).
+
+The three leader faults aim, with probability ``offsets_share``, at the leader of
+the group's partition of ``__consumer_offsets`` instead of a random partition of the
+chaos topic (that node usually leads a chaos partition too: the note says).
 
 Held longer than the lease TTL so that leases really expire (a paused leader's
 registration vanishes, a standby controller takes over): what happens when the
@@ -21,9 +28,12 @@ import random
 import signal
 from dataclasses import dataclass
 
-from .harness import CONTROLLERS, STORAGE_NODES, ChaosCluster
+from services.groups.shards import GROUP_TOPIC
 
-KINDS = ("kill-leader", "pause-leader", "kill-controller", "restart-etcd", "partition-node")
+from .harness import CONTROLLERS, COORDINATORS, STORAGE_NODES, ChaosCluster
+
+KINDS = ("kill-leader", "pause-leader", "kill-controller", "restart-etcd", "partition-node",
+         "kill-coordinator")
 
 
 @dataclass
@@ -36,12 +46,24 @@ class Injected:
 
 class Faults:
     def __init__(self, cluster: ChaosCluster, topic: str, partitions: int,
-                 rng: random.Random) -> None:
+                 rng: random.Random, offsets_share: float = 0.0) -> None:
         self.cluster, self.topic, self.partitions, self.rng = cluster, topic, partitions, rng
         self.ttl = cluster.lease_ttl
+        self.offsets_share = offsets_share
 
     def _leader(self) -> tuple[str, str]:
-        """A random partition's current leader (from etcd), as (process, note)."""
+        """A random partition's current leader (from etcd), as (process, note): with
+        probability ``offsets_share``, the group's partition of __consumer_offsets."""
+        if self.rng.random() < self.offsets_share:
+            shard = self.cluster.group_shard()
+            state = self.cluster.partitions(GROUP_TOPIC).get(shard) if shard is not None \
+                else None
+            if state is not None and state.leader in STORAGE_NODES:
+                also = sorted(p for p, s in self.cluster.partitions(self.topic).items()
+                              if s.leader == state.leader)
+                return (f"storage-{state.leader}",
+                        f"leader of {GROUP_TOPIC}-{shard} (epoch {state.leader_epoch}, isr "
+                        f"{list(state.isr)}; also leads {self.topic} {also})")
         partition = self.rng.randrange(self.partitions)
         state = self.cluster.partitions(self.topic).get(partition)
         if state is not None and state.leader in STORAGE_NODES:
@@ -75,11 +97,19 @@ class Faults:
             silenced = cluster.cut(target)
             return Injected(kind, target, 2 * self.ttl + 2,
                             f"{note}; {silenced} connections silenced")
+        if kind == "kill-coordinator":
+            owner = cluster.shard_owner()
+            target = owner if owner in COORDINATORS else self.rng.choice(COORDINATORS)
+            cluster.kill(target)
+            return Injected(kind, target, self.ttl + 2,
+                            f"owner of the group's shard {cluster.group_shard()}"
+                            if owner == target else "no owner known; a random one")
         raise ValueError(f"unknown fault {kind!r}; known: {', '.join(KINDS)}")
 
     def heal(self, fault: Injected) -> None:
         cluster = self.cluster
-        if fault.kind in ("kill-leader", "kill-controller", "restart-etcd"):
+        if fault.kind in ("kill-leader", "kill-controller", "restart-etcd",
+                          "kill-coordinator"):
             cluster.restart(fault.target)
         elif fault.kind == "pause-leader":
             cluster.signal(fault.target, signal.SIGCONT)

@@ -1,10 +1,12 @@
 """A local Strand cluster of real processes the chaos harness can hurt.
 
-etcd, two controllers, three storage nodes and a gateway on 127.0.0.1, each a real
-process started with the integration tests' helpers (``tests/integration/
-cluster_helpers.py``). Storage nodes and controllers listen on private ports and
-advertise a port of the proxy process (``proxy.py``), so that a node can be cut off
-from its peers, the gateway and the controllers while etcd stays reachable.
+etcd, two controllers, three storage nodes, a gateway and two group coordinators
+(``services.groups``: one takes the chaos group's shard over when the other dies) on
+127.0.0.1, each a real process started with the integration tests' helpers
+(``tests/integration/cluster_helpers.py``). Storage nodes and controllers listen on
+private ports and advertise a port of the proxy process (``proxy.py``), so that a
+node can be cut off from its peers, the gateway and the controllers while etcd stays
+reachable.
 
 Every child is started through ``setpriv --pdeathsig KILL`` when available: if the
 harness itself is killed, the kernel kills the cluster with it (no orphans). That
@@ -45,8 +47,13 @@ from cluster_helpers import (  # noqa: E402 - needs the path above
 )
 from cluster_helpers import wait_until as wait_until  # noqa: E402 - re-exported
 
+from services.groups.shards import GROUP_TOPIC, shard_for  # noqa: E402
+
 STORAGE_NODES = (1, 2, 3)
 CONTROLLERS = ("controller-0", "controller-1")
+COORDINATORS = ("groups-0", "groups-1")  # process names = their instance ids
+GROUP_ID = "chaos-group"  # the consumer group of group_workload.py
+GROUP_SHARDS = 4  # partitions of __consumer_offsets
 _SETPRIV = shutil.which("setpriv")
 
 
@@ -179,6 +186,7 @@ class ChaosCluster:
     proxy_ports: dict[str, int] = field(default_factory=dict)
     proxy: ProxyProcess | None = None
     spawned: set[int] = field(default_factory=set)  # every PID ever started (orphan check)
+    group_id: str = GROUP_ID
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -216,6 +224,19 @@ class ChaosCluster:
         self.services["gateway"].wait_healthy(60)
         wait_until(lambda: len(self.brokers()) == len(STORAGE_NODES), 30,
                    "every storage node to register", 0.1)
+        # The coordinators write __consumer_offsets through the gateway; the first to
+        # find it missing has the controller create it (RF 3).
+        for cid in COORDINATORS:
+            self._add(cid, Service("groups", [
+                *common, *ttl, "--id", cid, "--bootstrap", self.bootstrap,
+                "--shards", str(GROUP_SHARDS), "--initial-rebalance-delay-ms", "500"],
+                logs / f"{cid}.log"))
+            self._spawn(cid)
+        for cid in COORDINATORS:
+            self.services[cid].wait_healthy(60)
+        wait_until(lambda: len(self.coordinators()) == len(COORDINATORS)
+                   and self.shard_owner() is not None, 60,
+                   "both group coordinators to register and one to own the group's shard", 0.2)
 
     def _proxied(self, name: str) -> str:
         port = free_port()
@@ -239,10 +260,12 @@ class ChaosCluster:
             self.proxy.command(op="pid", name=name, pid=service.pid)
 
     def stop(self) -> None:
-        """Stop everything in dependency order: the gateway, the storage nodes (while
+        """Stop everything in dependency order: the group coordinators, the gateway, the
+        storage nodes (while
         a controller can still take their controlled shutdown), the controllers, etcd
         and the proxy. Paused processes are continued first so that SIGTERM works."""
-        for group in (["gateway"], [f"storage-{n}" for n in STORAGE_NODES], CONTROLLERS):
+        for group in (COORDINATORS, ["gateway"], [f"storage-{n}" for n in STORAGE_NODES],
+                      CONTROLLERS):
             running = [self.services[n] for n in group
                        if n in self.services and self.running(n)]
             for service in running:
@@ -367,6 +390,34 @@ class ChaosCluster:
             return None
         return str(json.loads(value)["controller_id"]) if value else None
 
+    def coordinators(self) -> set[str]:
+        """The group coordinator instances registered (under their leases)."""
+        try:
+            return {k.rsplit("/", 1)[1] for k in self._etcd_get("coordinators/", True)}
+        except (OSError, urllib.error.URLError):
+            return set()
+
+    def group_shard(self) -> int | None:
+        """The partition of __consumer_offsets holding the chaos group (None: no topic)."""
+        try:
+            value = self._etcd_get(f"topics/{GROUP_TOPIC}").get(
+                f"/strand/{self.name}/topics/{GROUP_TOPIC}")
+        except (OSError, urllib.error.URLError):
+            return None
+        return shard_for(self.group_id, int(json.loads(value)["partitions"])) if value else None
+
+    def shard_owner(self) -> str | None:
+        """The coordinator instance that owns the chaos group's shard, from etcd."""
+        shard = self.group_shard()
+        if shard is None:
+            return None
+        try:
+            value = self._etcd_get(f"shards/groups/{shard}").get(
+                f"/strand/{self.name}/shards/groups/{shard}")
+        except (OSError, urllib.error.URLError):
+            return None
+        return str(json.loads(value)["instance_id"]) if value else None
+
     def partitions(self, topic: str) -> dict[int, PartitionState]:
         """Every partition's record (empty when etcd cannot be read)."""
         try:
@@ -384,7 +435,9 @@ class ChaosCluster:
     def problems(self, topic: str, partitions: int, full_isr: bool = False) -> list[str]:
         """Why the cluster is not healthy yet (empty once it is): every process must
         run, every node be registered, a controller be elected and every partition
-        have a registered leader (and, with ``full_isr``, every replica in its ISR)."""
+        have a registered leader (and, with ``full_isr``, every replica in its ISR);
+        both group coordinators registered, one owning the chaos group's shard, whose
+        partition of __consumer_offsets has a registered leader."""
         down = [name for name in ("etcd", *self.services) if not self.running(name)]
         if down:
             return [f"not running: {down}"]
@@ -402,6 +455,15 @@ class ChaosCluster:
                 found.append(f"partition {s.partition}: leader {s.leader} not registered")
             elif full_isr and set(s.isr) != set(s.replicas):
                 found.append(f"partition {s.partition}: isr {list(s.isr)}")
+        coordinators = self.coordinators()
+        if len(coordinators) != len(COORDINATORS):
+            found.append(f"registered coordinators {sorted(coordinators)}")
+        shard = self.group_shard()
+        offsets = self.partitions(GROUP_TOPIC).get(shard) if shard is not None else None
+        if shard is None or self.shard_owner() is None:
+            found.append(f"the group's shard {shard} has no coordinator")
+        elif offsets is None or offsets.leader not in brokers:
+            found.append(f"{GROUP_TOPIC}-{shard} has no registered leader")
         return found
 
     def healthy(self, topic: str, partitions: int, full_isr: bool = False) -> bool:

@@ -16,6 +16,13 @@ PENDING = "pending"  # never completed before the producer was closed: ambiguous
 
 FINAL_SESSION = "final"  # the read-back after every fault is healed
 
+# How a group member's ownership of a partition ended.
+REVOKED = "revoked"  # on_partitions_revoked (a rebalance took it back)
+LOST = "lost"  # on_partitions_lost (the member had been expelled from the group)
+CLOSED = "closed"  # the member closed (it left the group)
+CRASHED = "crashed"  # SIGKILLed by the harness: no commit, no LeaveGroup
+EXITED = "exited"  # the member process ended on its own (a workload error)
+
 
 @dataclass(slots=True)
 class Send:
@@ -40,6 +47,58 @@ class Read:
     offset: int
     value: str
     t: float
+
+
+@dataclass(slots=True)
+class Ownership:
+    """One group member's ownership of one partition, from the rebalance listener's
+    ``on_partitions_assigned`` to its revocation, its loss, or the member's end.
+
+    The group's committed offset was fetched by the SDK between ``t_poll`` (the start
+    of the ``poll()`` that ran the rebalance) and ``t_assigned`` (the listener's call).
+    The member's reads of the partition meanwhile are the history's reads whose
+    ``session`` is ``session`` (one session per assignment of a member)."""
+
+    member: str  # one member process (an incarnation: replaced members get new names)
+    session: str
+    partition: int
+    generation: int
+    t_poll: float
+    t_assigned: float
+    seen_committed: int | None = None  # what committed() said in the listener (-1: failed)
+    announced: bool = True  # False: records came without on_partitions_assigned
+    t_end: float = -1.0
+    end: str = ""  # REVOKED / LOST / CLOSED / CRASHED / EXITED ("" while it lasts)
+
+
+@dataclass(slots=True)
+class Commit:
+    """One partition's offset in a synchronous ``Consumer.commit()`` after processing.
+
+    ``ok``: acknowledged (it took effect between ``t_start`` and ``t_end``). Anything
+    else is ambiguous: an error answer may follow an attempt that was written (the
+    gateway retries), a timeout or a crash says nothing; ``t_end`` is when the member
+    stopped waiting (-1: still pending when the run ended)."""
+
+    member: str
+    partition: int
+    offset: int
+    generation: int
+    t_start: float
+    t_end: float = -1.0
+    outcome: str = PENDING  # OK or AMBIGUOUS once done
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    """A violation the checker found (checker.py, group_checker.py)."""
+
+    check: str  # lost, divergence, order, phantom, reread, skipped
+    t: float  # when it happened (charged to the fault in progress then)
+    partition: int
+    offset: int
+    detail: str
 
 
 @dataclass(slots=True)
@@ -91,3 +150,8 @@ class History:
     # without restarting a process that had exited on its own (listed).
     final_recovered: bool = True
     final_crashed: list[str] = field(default_factory=list)
+    # The consumer-group workload (group_workload.py); its reads are in ``reads``.
+    ownerships: list[Ownership] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)
+    members: dict[str, str] = field(default_factory=dict)  # member -> how it ended
+    group_errors: list[str] = field(default_factory=list)

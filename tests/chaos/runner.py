@@ -4,19 +4,23 @@ everything back, compare the replicas' files, check, report.
 The run, in order:
 
 1. start the cluster; create the topic (RF 3, ``min.insync.replicas=2``);
-2. start writers and readers; let them run ``quiet`` seconds;
+2. start writers, readers and the consumer group's members (group_workload.py); let
+   them run ``quiet`` seconds;
 3. until ``duration`` (or ``injections``) is used up: inject the next fault of the
    rotating mix, hold it, heal it, wait until the cluster is healthy again (every
-   process up and registered, a controller, a live leader per partition), compare
+   process up and registered, a controller, a live leader per partition, a
+   coordinator owning the group's shard), compare
    the replicas' files, wait ``quiet`` seconds;
 4. stop the writers (they flush; what never completes is ambiguous), wait for the
-   cluster (and, bounded, for full ISRs), stop the readers, read every partition
-   back up to its high watermark, compare the replicas' files once more;
+   cluster (and, bounded, for full ISRs), stop the readers and close the group's
+   members, read every partition back up to its high watermark, compare the
+   replicas' files once more;
 5. check the history (``checker.check``), print the table, stop every process.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import tempfile
@@ -32,6 +36,7 @@ from strand import Admin, Consumer, NewTopic, TopicPartition
 
 from .checker import Report, check, compare_replicas
 from .faults import KINDS, Faults, schedule
+from .group_workload import GroupSettings, GroupWorkload
 from .harness import ChaosCluster, wait_until
 from .history import OK, FaultEvent, History, Read, ReplicaResult, Send
 from .workload import RewindReader, TailReader, Writer, read_back
@@ -54,6 +59,9 @@ class ChaosConfig:
     recovery_timeout: float = 30.0
     cut_mode: str = "blackhole"
     topic: str = "chaos"
+    group: GroupSettings = field(default_factory=GroupSettings)  # members=0: no group
+    # Of the leader faults, the share aimed at the group's __consumer_offsets leader.
+    offsets_share: float = 0.34
     workdir: Path | None = None  # default: a new temporary directory
     keep: bool = False  # keep the work directory even when the run passed
 
@@ -106,7 +114,32 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
     report.info["leftover_pids"] = leftovers
     if not (report.failed or report.unavailable or errors or leftovers or config.keep):
         shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        _save_group_history(history, workdir / "group-history.json")
     return RunResult(config, history, report, workdir, name, leftovers, errors)
+
+
+def _save_group_history(history: History, path: Path) -> None:
+    """The group's ownerships (with the first and last offset and the number of their
+    reads), commits and members, and the faults, times from the start of the run: to
+    study a kept run."""
+    def shifted(item: Any) -> dict[str, Any]:
+        return {k: round(v - history.t_start, 3) if k.startswith("t_") and v >= 0 else v
+                for k, v in asdict(item).items()}
+
+    periods = {(o.session, o.partition) for o in history.ownerships}
+    reads: dict[tuple[str, int], list[int]] = {}
+    for read in history.reads:
+        if (read.session, read.partition) in periods:
+            reads.setdefault((read.session, read.partition), []).append(read.offset)
+    path.write_text(json.dumps({
+        "faults": [shifted(f) for f in history.faults],
+        "members": history.members,
+        "ownerships": [shifted(o) | {"reads": [offsets[0], offsets[-1], len(offsets)] if (
+            offsets := reads.get((o.session, o.partition))) else []}
+            for o in history.ownerships],
+        "commits": [shifted(c) for c in history.commits],
+        "errors": history.group_errors}, indent=1))
 
 
 def _create_topic(bootstrap: str, config: ChaosConfig) -> None:
@@ -129,13 +162,18 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
     readers.append(RewindReader("rewind", cluster.bootstrap, config.topic, config.partitions,
                                 reads, history.reader_errors, stop_readers,
                                 random.Random(rng.random())))
-    for thread in [*writers, *readers]:
+    group = (GroupWorkload(cluster, config.topic, config.group, history,
+                           random.Random(rng.random()), errors, say)
+             if config.group.members > 0 else None)
+    for thread in [*writers, *readers, *([group] if group else [])]:
         thread.start()
     try:
         _inject_faults(cluster, config, history, rng, say)
     except BaseException:  # interrupted or broken: no read-back, just stop (the
         stop_writers.set()  # threads are daemons; run() stops the cluster)
         stop_readers.set()
+        if group is not None:
+            group.abort()
         raise
     say("stopping the writers (they flush what they hold)")
     stop_writers.set()
@@ -146,6 +184,9 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
     history.final_recovered, history.final_crashed = _recover(
         cluster, config, say, "after the run")
     stop_readers.set()
+    if group is not None:
+        say("closing the group's members")
+        group.stop()
     for reader in readers:
         reader.join(30)
     say("reading every partition back")
@@ -158,7 +199,8 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
 
 def _inject_faults(cluster: ChaosCluster, config: ChaosConfig, history: History,
                    rng: random.Random, say: Callable[[str], None]) -> None:
-    faults = Faults(cluster, config.topic, config.partitions, rng)
+    faults = Faults(cluster, config.topic, config.partitions, rng,
+                    config.offsets_share if config.group.members > 0 else 0.0)
     time.sleep(config.quiet)
     deadline = time.monotonic() + config.duration if config.duration > 0 else float("inf")
     pending: list[str] = []

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from .runner import RunResult
 
 COLUMNS = ("injections", "acked", "lost", "divergence", "order", "phantom", "ambiguous",
-           "replicas identical", "recovered")
+           "replicas identical", "recovered", "group reads", "owner changes", "re-read",
+           "skipped")
 
 
 def _cells(row: Row) -> list[str]:
@@ -27,7 +28,8 @@ def _cells(row: Row) -> list[str]:
     if row.recovered < row.injections:
         recovered = f"[bold red]{recovered}[/]"
     return [str(row.injections), str(row.acked), bad(row.lost), bad(row.divergence),
-            bad(row.order), bad(row.phantom), str(row.ambiguous), replicas, recovered]
+            bad(row.order), bad(row.phantom), str(row.ambiguous), replicas, recovered,
+            str(row.group_reads), str(row.owner_changes), bad(row.reread), bad(row.skipped)]
 
 
 def build_table(result: RunResult) -> Table:
@@ -49,7 +51,7 @@ def build_table(result: RunResult) -> Table:
 
 
 def print_summary(result: RunResult, file: IO[str]) -> None:
-    console = Console(file=file, width=160)
+    console = Console(file=file, width=200)
     report, info = result.report, result.report.info
     console.print(build_table(result))
     console.print(
@@ -59,13 +61,26 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
         f"{info['final_unreadable_partitions']}; written twice by retries "
         f"{info['duplicated_in_final']}; ambiguous sends found in the final read "
         f"{info['ambiguous_found_in_final']}")
+    group = info.get("group", {})
+    if group.get("members"):
+        console.print(
+            f"group: {group['members']} members {group['members_ended']}; "
+            f"{group['ownerships']} ownerships ({group['ownerships_checked']} with reads); "
+            f"commits {group['commits']} (not acknowledged: {group['commit_errors']}); "
+            f"read again (at-least-once, allowed) "
+            f"{group['read_again']}; positions kept {group['kept_positions']}; final records "
+            f"read by the group {group['final_records_read_by_group']}/{info['final_records']}; "
+            f"ownerships without on_partitions_assigned "
+            f"{group['ownerships_without_assignment']}", highlight=False)
     console.print("lost: acknowledged but not read back at that offset | divergence: an offset "
                   "yielded two values | order: a consumer's offsets went backwards | phantom: "
                   "read but never sent (or refused) | ambiguous: send timed out / not "
                   "answered (not an error) | replicas identical: partitions byte-identical on "
                   "every replica below the high watermark, after each heal ('final': after "
                   "the run) | recovered: healthy again within the timeout, no process "
-                  "exiting on its own")
+                  "exiting on its own | owner changes: a partition of the group moving to "
+                  "another member | re-read: a new owner started below the committed offset | "
+                  "skipped: an owner started above it, or jumped over records")
     for check, examples in report.examples.items():
         console.print(f"[bold]{check}[/], first {len(examples)}:", highlight=False)
         for example in examples:
@@ -78,6 +93,10 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
         console.print("[bold]replica mismatches[/]:")
         for failure in report.replica_failures:
             console.print(f"  {failure}", highlight=False, markup=False)
+    if group.get("errors"):
+        console.print(f"group members' errors, first {len(group['errors'])}:")
+        for error in group["errors"]:
+            console.print(f"  {error}", highlight=False, markup=False)
     if info.get("reader_errors"):
         console.print(f"consumer errors (new sessions followed), first "
                       f"{len(info['reader_errors'])}:")

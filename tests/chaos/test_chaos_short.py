@@ -1,14 +1,18 @@
 """The short chaos run of ``make test``: every fault once against a real cluster.
 
 It proves the harness works end to end (the cluster starts, each fault is really
-injected and healed, the workload writes and reads, the final read-back and the
-replica comparison run, the report is complete) and leaves no process behind.
+injected and healed, the workload writes and reads, the consumer group reads,
+commits and changes owners — members closed and crashed —, the final read-back and
+the replica comparison run, the report is complete) and leaves no process behind.
+The leader faults all aim at the leader of the group's __consumer_offsets partition
+here (which leads a partition of the chaos topic too), and kill-coordinator at the
+owner of the group's shard.
 
 And that Strand passes: nothing acknowledged lost, no divergence, no order
-violation, no phantom, identical replicas, and the cluster recovering from every
-fault by itself. ``STRAND_CHAOS_STRICT=0`` turns that last test off (to study a
-failing run's report without the assertion). The checker's own tests
-(test_checker.py) always run.
+violation, no phantom, identical replicas, no group owner starting below or above
+the committed offset, and the cluster recovering from every fault by itself.
+``STRAND_CHAOS_STRICT=0`` turns that last test off (to study a failing run's report
+without the assertion). The checker's own tests (test_checker.py) always run.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from .faults import KINDS
+from .group_workload import GroupSettings
+from .history import CLOSED, CRASHED
 from .runner import ChaosConfig, RunResult, run
 from .summary import print_summary
 
@@ -46,7 +52,11 @@ def _ours(pattern: list[str], markers: list[str]) -> list[str]:
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
     config = ChaosConfig(duration=0, injections=len(KINDS), faults=list(KINDS), seed=4,
                          lease_ttl=2, quiet=1.5, rate=60, recovery_timeout=20,
-                         workdir=tmp_path_factory.mktemp("chaos"), keep=True)
+                         workdir=tmp_path_factory.mktemp("chaos"), keep=True,
+                         offsets_share=1.0,
+                         group=GroupSettings(members=3, churn=4, crash_share=0.4,
+                                             session_timeout_ms=4000,
+                                             heartbeat_interval_ms=400))
     lines: list[str] = []
     result = run(config, log=lines.append)
     print("\n".join(lines))  # shown by pytest when a test fails
@@ -61,6 +71,10 @@ def test_every_fault_was_injected_and_healed(short_run: RunResult) -> None:
     for fault in faults:
         assert fault.t_inject < fault.t_healed <= fault.t_recovered, fault
         assert fault.target
+    by_kind = {f.kind: f for f in faults}
+    assert by_kind["kill-coordinator"].target.startswith("groups-")
+    assert "owner of the group's shard" in by_kind["kill-coordinator"].note
+    assert "__consumer_offsets" in by_kind["kill-leader"].note
 
 
 @pytest.mark.chaos
@@ -78,6 +92,21 @@ def test_the_workload_wrote_read_and_read_back(short_run: RunResult) -> None:
 
 @pytest.mark.chaos
 @pytest.mark.slow
+def test_the_group_consumed_committed_and_changed_owners(short_run: RunResult) -> None:
+    history, report = short_run.history, short_run.report
+    group = report.info["group"]
+    assert report.total.group_reads > 500
+    assert report.total.owner_changes >= 3
+    assert group["ownerships_checked"] >= 6
+    assert group["commits"].get("ok", 0) > 20
+    ended = set(history.members.values())
+    assert {CLOSED, CRASHED} <= ended, history.members  # replaced both ways
+    assert report.info["final_records"] > 0
+    assert group["final_records_read_by_group"] > 0
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
 def test_the_report_is_complete(short_run: RunResult) -> None:
     report = short_run.report
     names = [row.fault for row in report.rows]
@@ -87,12 +116,15 @@ def test_the_report_is_complete(short_run: RunResult) -> None:
     table = out.getvalue()
     for kind in KINDS:
         assert kind in table
-    for column in ("lost", "divergence", "order", "phantom", "ambiguous", "identical"):
+    for column in ("lost", "divergence", "order", "phantom", "ambiguous", "identical",
+                   "group reads", "owner changes", "re-read", "skipped"):
         assert column in table
     data = json.loads(json.dumps(report.to_json()))
     assert data["rows"][-1]["fault"] == "total"
     assert {"lost", "divergence", "order", "phantom", "ambiguous", "replica_mismatches",
-            "recovered"} <= set(data["rows"][-1])
+            "recovered", "group_reads", "owner_changes", "reread", "skipped"} <= set(
+        data["rows"][-1])
+    assert "group" in data["info"]
 
 
 @pytest.mark.chaos
@@ -100,9 +132,9 @@ def test_the_report_is_complete(short_run: RunResult) -> None:
 def test_no_process_is_left_behind(short_run: RunResult) -> None:
     assert short_run.leftover_pids == []
     markers = [short_run.cluster_name, str(short_run.workdir)]
-    assert _ours(["-f", r"services\.(storage|gateway|controller)"], markers) == []
+    assert _ours(["-f", r"services\.(storage|gateway|controller|groups)"], markers) == []
     assert _ours(["etcd"], markers) == []
-    assert _ours(["-f", r"tests\.chaos\.proxy"], markers) == []
+    assert _ours(["-f", r"tests\.chaos\.(proxy|group_member)"], markers) == []
 
 
 @pytest.mark.chaos

@@ -1,5 +1,6 @@
 """The chaos checker on hand-made histories: a clean one passes, and each check
-fails on the anomaly it exists for (so a green chaos run means something)."""
+fails on the anomaly it exists for (so a green chaos run means something) — the
+consumer group's re-read and skipped checks too, with their legitimate cases."""
 
 from __future__ import annotations
 
@@ -19,7 +20,23 @@ from .checker import (
     compare_replicas,
     log_prefix,
 )
-from .history import AMBIGUOUS, FAILED, FINAL_SESSION, OK, PENDING, FaultEvent, History, Read, Send
+from .group_checker import check_group
+from .history import (
+    AMBIGUOUS,
+    CLOSED,
+    CRASHED,
+    FAILED,
+    FINAL_SESSION,
+    OK,
+    PENDING,
+    REVOKED,
+    Commit,
+    FaultEvent,
+    History,
+    Ownership,
+    Read,
+    Send,
+)
 
 
 def acked(value: str, partition: int, offset: int, t: float = 1.0) -> Send:
@@ -243,3 +260,139 @@ def test_a_fault_without_recovery_makes_the_run_unavailable() -> None:
     assert report.unavailable and not report.failed
     assert "controller-0 (exit 1)" in report.unrecovered[0]
     assert report.rows[0].recovered == 0
+
+
+# ----------------------------------------------------------------------- consumer group
+
+def group_history(final_offsets: range | list[int] = range(6)) -> History:
+    """Partition 0 holds offsets 0..5. Member a owns it from t=10, reads 0..2 and
+    commits 3 (acknowledged at t=12); a rebalance at t=20 gives it to member b."""
+    h = History("t", 1, 0.0, final_complete={0}, final_hw={0: max(final_offsets) + 1})
+    h.sends = [acked(f"w0:{o}", 0, o, t=5.0) for o in final_offsets]
+    h.reads = [final(0, o, f"w0:{o}") for o in final_offsets]
+    h.ownerships = [Ownership("a", "a/a1", 0, 1, 9.0, 10.0, None, t_end=20.0, end=REVOKED),
+                    Ownership("b", "b/a1", 0, 2, 20.0, 21.0, 3)]
+    h.members = {"a": CLOSED, "b": CLOSED}
+    h.commits = [Commit("a", 0, 3, 1, 11.5, 12.0, OK)]
+    group_reads(h, "a/a1", [0, 1, 2], t=11.0)
+    return h
+
+
+def group_reads(h: History, session: str, offsets: list[int], t: float) -> None:
+    h.reads += [Read(session, 0, o, f"w0:{o}", t + i * 0.01) for i, o in enumerate(offsets)]
+
+
+def test_a_clean_group_history_passes() -> None:
+    h = group_history()
+    group_reads(h, "b/a1", [3, 4, 5], t=22.0)
+    report = check(h)
+    assert not report.failed, report.examples
+    assert (report.total.group_reads, report.total.owner_changes) == (6, 1)
+    assert (report.total.reread, report.total.skipped) == (0, 0)
+    assert report.info["group"]["read_again"] == 0
+    assert report.info["group"]["final_records_read_by_group"] == 6
+    assert {"group_reads", "owner_changes", "reread", "skipped"} <= set(
+        report.to_json()["rows"][-1])
+
+
+def test_reread_below_an_acknowledged_commit() -> None:
+    h = group_history()
+    group_reads(h, "b/a1", [1, 2, 3], t=22.0)  # committed 3 was acknowledged at t=12
+    [anomaly] = check_group(h).anomalies["reread"]
+    assert (anomaly.partition, anomaly.offset, anomaly.t) == (0, 1, 21.0)
+    assert "2 offsets 1..2" in anomaly.detail and "last acknowledged commit 3" in anomaly.detail
+    assert check(h).total.reread == 1 and check(h).failed
+
+
+def test_skipped_between_the_committed_offset_and_the_first_read() -> None:
+    h = group_history()
+    group_reads(h, "b/a1", [5], t=22.0)
+    [anomaly] = check_group(h).anomalies["skipped"]
+    assert anomaly.offset == 3 and "2 offsets 3..4" in anomaly.detail
+    assert check(h).total.skipped == 1 and check(h).failed
+
+
+def test_skipped_within_an_ownership() -> None:
+    h = group_history()
+    group_reads(h, "b/a1", [3, 5], t=22.0)
+    [anomaly] = check_group(h).anomalies["skipped"]
+    assert (anomaly.offset, anomaly.t) == (4, 22.01) and "offset 4" in anomaly.detail
+
+
+def test_offsets_missing_from_the_final_log_may_be_jumped() -> None:
+    h = group_history(final_offsets=[0, 1, 2, 4, 5, 7])  # 3 and 6: e.g. markers
+    group_reads(h, "b/a1", [4, 5, 7], t=22.0)  # committed 3: the next record is 4
+    assert not check(h).failed
+
+
+def test_an_unanswered_commit_may_or_may_not_have_taken_effect() -> None:
+    for start in (3, 5):
+        h = group_history()
+        group_reads(h, "a/a1", [3, 4], t=13.0)
+        h.commits.append(Commit("a", 0, 5, 1, 14.0, 19.0, AMBIGUOUS, "RequestTimedOutError"))
+        group_reads(h, "b/a1", list(range(start, 6)), t=22.0)
+        assert not check(h).failed, (start, check(h).examples)
+        assert check(h).info["group"]["read_again"] == 5 - start
+    h = group_history()  # neither value: 4 is above the lower one, so 3 was skipped
+    h.commits.append(Commit("a", 0, 5, 1, 14.0, 19.0, AMBIGUOUS, "RequestTimedOutError"))
+    group_reads(h, "b/a1", [4, 5], t=22.0)
+    assert [a.offset for a in check_group(h).anomalies["skipped"]] == [3]
+
+
+def test_an_acknowledged_commit_after_an_unanswered_one_settles_it() -> None:
+    h = group_history()
+    h.commits += [Commit("a", 0, 5, 1, 13.0, 14.0, AMBIGUOUS, "DEADLINE_EXCEEDED"),
+                  Commit("a", 0, 4, 1, 15.0, 16.0, OK)]
+    group_reads(h, "b/a1", [5], t=22.0)  # 5 was certainly overwritten by 4
+    [anomaly] = check_group(h).anomalies["skipped"]
+    assert anomaly.offset == 4
+
+
+def test_a_crashed_members_uncommitted_records_may_be_read_again() -> None:
+    h = group_history()
+    h.ownerships[0].end = CRASHED
+    group_reads(h, "a/a1", [3, 4], t=13.0)  # processed; its commit never answered
+    h.commits.append(Commit("a", 0, 5, 1, 13.5, 20.0, AMBIGUOUS, "no answer: the member crashed"))
+    group_reads(h, "b/a1", [3, 4, 5], t=22.0)
+    report = check(h)
+    assert not report.failed and report.info["group"]["read_again"] == 2
+
+
+def test_a_commit_answered_while_the_new_owner_fetched_offsets() -> None:
+    h = group_history()
+    h.commits.append(Commit("zombie", 0, 5, 1, 19.0, 20.5, OK))  # t_poll 20, assigned 21
+    for start, failed in ((3, False), (5, False), (1, True)):
+        h2 = group_history()
+        h2.commits = list(h.commits)
+        group_reads(h2, "b/a1", list(range(start, 6)), t=22.0)
+        assert check(h2).failed == failed, start
+
+
+def test_nothing_committed_starts_at_the_log_start() -> None:
+    h = group_history()
+    h.commits = []
+    group_reads(h, "b/a1", [0, 1], t=22.0)
+    assert not check(h).failed
+    h = group_history()
+    h.commits = []
+    group_reads(h, "b/a1", [2], t=22.0)
+    assert [a.offset for a in check_group(h).anomalies["skipped"]] == [0]
+
+
+def test_a_member_given_back_a_partition_may_keep_its_position() -> None:
+    h = group_history()
+    h.commits = []  # nothing committed: the SDK keeps the position it had
+    h.ownerships[1] = Ownership("a", "a/a2", 0, 2, 20.0, 21.0, None)
+    group_reads(h, "a/a2", [3, 4], t=22.0)
+    report = check(h)
+    assert not report.failed and report.info["group"]["kept_positions"] == 1
+    assert report.total.owner_changes == 0
+
+
+def test_group_anomalies_are_charged_to_faults() -> None:
+    h = group_history()
+    h.faults = [FaultEvent("kill-coordinator", "groups-1", 18.0, 22.0, 23.0)]
+    group_reads(h, "b/a1", [1, 2, 3], t=22.0)
+    rows = {r.fault: r for r in check(h).rows}
+    assert rows["kill-coordinator"].reread == 1 and rows["kill-coordinator"].owner_changes == 1
+    assert rows[NO_FAULT].group_reads == 3 and rows["kill-coordinator"].group_reads == 3
