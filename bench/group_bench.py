@@ -58,16 +58,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groups.cluster import (
-    BenchCluster,
-    default_assignors,
-    default_delay_ms,
-    deferred_signals,
-    err,
-    interrupt_on_signals,
-)
+from groups.cluster import BenchCluster, default_assignors, default_delay_ms, err
 from groups.join import JOIN_TOPIC, POLL_MS, join_series
 from groups.throughput import DATA_TOPIC, throughput
+from procs import deferred_signals, interrupt_on_signals
 
 from services.groups.shards import DEFAULT_SHARDS
 from strand import Admin, NewTopic

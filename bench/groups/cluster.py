@@ -6,19 +6,18 @@ benchmark reports or starts from."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import inspect
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 from rich.console import Console
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # tests.integration.cluster_helpers
-    sys.path.insert(0, str(REPO))
+# tests.integration.cluster_helpers, and bench/peers/procs.py (signal handling shared
+# with the NATS benchmark, imported as `procs` there too).
+for _path in (REPO, REPO / "bench" / "peers"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 from services.groups.__main__ import parse_args as groups_parse_args  # noqa: E402
 from services.groups.shards import shard_for  # noqa: E402
@@ -30,44 +29,6 @@ from tests.integration.cluster_helpers import (  # noqa: E402
 )
 
 err = Console(stderr=True)  # progress; the JSON document goes to stdout
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-# Signals as in bench/peers/procs.py: SIGINT, SIGTERM and SIGHUP raise
-# KeyboardInterrupt in the main thread (so the cluster is stopped by `finally`), are
-# held back while it is being stopped, and consumer processes die with this one.
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def interrupt_on_signals() -> None:
-    for signum in SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, _interrupt)
-
-
-@contextlib.contextmanager
-def deferred_signals() -> Iterator[None]:
-    received: list[int] = []
-    previous = {signum: signal.getsignal(signum) for signum in SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN}
-    for signum in previous:
-        signal.signal(signum, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if received:
-            raise KeyboardInterrupt(signal.Signals(received[0]).name)
-
-
-def die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def default_delay_ms() -> int:
     """The groups service's own default for --initial-rebalance-delay-ms."""
     return int(groups_parse_args(["--bootstrap", "unused:1"]).initial_rebalance_delay_ms)

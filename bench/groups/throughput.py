@@ -16,9 +16,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from procs import die_with_parent
+
 from strand import Consumer, Producer, TopicPartition
 
-from .cluster import BenchCluster, die_with_parent, err
+from .cluster import BenchCluster, err
 from .member_state import coordinator
 
 DATA_TOPIC = "throughput-bench"
