@@ -44,10 +44,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from types import TracebackType
 from typing import Literal
 
-import grpc
-
 from strand.client.bootstrap import resolve_bootstrap
-from strand.client.channel import MAX_MESSAGE_BYTES, open_channel, transport_error
+from strand.client.channel import MAX_MESSAGE_BYTES, open_channel
 from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator, ConsumerGroupMetadata
@@ -56,11 +54,10 @@ from strand.consumer.fetcher import Fetcher, FetchSettings, PartitionState
 from strand.consumer.group_mode import GroupMode
 from strand.consumer.offset_lookup import EARLIEST, LATEST, OffsetLookup
 from strand.consumer.records import ConsumerRecord
+from strand.consumer.topic_metadata import TopicMetadata
 from strand.errors import (
-    ErrorCode,
     RequestTimedOutError,
     StrandError,
-    error_for,
 )
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
@@ -160,10 +157,12 @@ class Consumer:
                                        refresh_backoff_ms=retry_backoff_ms)
         self._channel = open_channel(self.bootstrap, self.client_id)
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
+        self._topics = TopicMetadata(self._stub, self.bootstrap, self._metadata,
+                                     request_timeout_ms)
         self._fetcher = Fetcher(self._stub, self.bootstrap, self._metadata, FetchSettings(
             fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes,
             self._isolation, request_timeout_ms, retry_backoff_ms, check_crcs,
-            auto_offset_reset), self._refresh_metadata_if_due)
+            auto_offset_reset), self._topics.refresh_if_due)
         self._states = self._fetcher.states  # the same dict: assign() replaces its content
         self._drain_rotation = 0
         self._closed = False
@@ -190,7 +189,7 @@ class Consumer:
                                     auto_commit_interval_ms=auto_commit_interval_ms,
                                     join_timeout_ms=max_poll_interval_ms,
                                     metadata_max_age_ms=metadata_max_age_ms,
-                                    topic_partitions=self._all_topic_partitions)
+                                    topic_partitions=self._topics.all_topic_partitions)
 
     # ------------------------------------------------------------- assignment
 
@@ -271,22 +270,6 @@ class Consumer:
         if self._group is None:
             raise ValueError(f"{what} needs a group_id")
         return self._group
-
-    def _all_topic_partitions(self) -> dict[str, int]:
-        """Every topic of the cluster but the internal ones, with its partition count
-        (for pattern matching and the group leader's watch); refreshes the metadata."""
-        metadata = self._metadata
-        metadata.attempt_started()
-        try:
-            response = self._stub.Metadata(pb.MetadataRequest(),
-                                           timeout=self.request_timeout_ms / 1000)
-        except grpc.RpcError as exc:
-            error = transport_error(exc, self.bootstrap, "Metadata")
-            metadata.update_failed(error)
-            raise error from None
-        metadata.update(response)
-        return {t.name: len(t.partitions) for t in response.topics
-                if t.error_code == pb.NONE and not t.is_internal}
 
     def _assign_from_group(self, partitions: list[TopicPartition],
                            fresh: Collection[TopicPartition] = ()) -> None:
@@ -538,48 +521,12 @@ class Consumer:
         """The topic's partition ids (asks the gateway when they are not known yet);
         UnknownTopicOrPartitionError if the topic does not exist."""
         self._check_open()
-        metadata = self._metadata
-        info = metadata.topic(topic)
-        if info is None or info.error != ErrorCode.NONE:
-            metadata.add_topics([topic])
-            topics = metadata.wanted_topics()
-            metadata.attempt_started()
-            try:
-                response = self._stub.Metadata(
-                    pb.MetadataRequest(topics=topics),
-                    timeout=(self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000)
-            except grpc.RpcError as exc:
-                error = transport_error(exc, self.bootstrap, "Metadata")
-                metadata.update_failed(error)
-                raise error from None
-            metadata.update(response, topics)
-            info = metadata.topic(topic)
-        if info is None or info.error != ErrorCode.NONE:
-            code = info.error if info is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            raise error_for(code, info.error_message if info is not None and info.error_message
-                            else f"topic {topic!r} does not exist")
-        return [p.partition for p in info.partitions]
+        return self._topics.partition_ids(topic, timeout_ms)
 
     def highwater(self, tp: TopicPartition | tuple[str, int]) -> int | None:
         """The partition's high watermark as of the last fetch answer (None before one)."""
         mark = self._state(tp).high_watermark
         return mark if mark >= 0 else None
-
-    # ---------------------------------------------------------------- metadata
-
-    def _refresh_metadata_if_due(self) -> None:
-        metadata = self._metadata
-        if not metadata.wanted_topics() or not metadata.is_stale():
-            return
-        topics = metadata.wanted_topics()
-        metadata.attempt_started()
-        try:
-            response = self._stub.Metadata(pb.MetadataRequest(topics=topics),
-                                           timeout=self.request_timeout_ms / 1000)
-        except grpc.RpcError as exc:
-            metadata.update_failed(transport_error(exc, self.bootstrap, "Metadata"))
-            return
-        metadata.update(response, topics)
 
     # ------------------------------------------------------------------ wakeup
 
