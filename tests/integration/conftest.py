@@ -99,6 +99,15 @@ def sdk_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster
     cluster.stop()
 
 
+@pytest.fixture(scope="module")
+def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
+    """One storage node and one group coordinator, shared by a test module."""
+    cluster = start_sdk_cluster(tmp_path_factory.mktemp("groups"), nodes=1, name="groups",
+                                coordinators=1)
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
 def sdk_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., SdkCluster]]:
     """Start a cluster of its own for one test (``nodes`` storage nodes); stopped after it."""

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
+from cluster_helpers import ServiceProcess
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition, WakeupError
 from strand.errors import StrandError
@@ -45,13 +45,9 @@ class Recorder:
         return [kind for kind, _ in self.events]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
-    from conftest import start_sdk_cluster
-    started = start_sdk_cluster(tmp_path_factory.mktemp("features"), nodes=1,
-                                name="features", coordinators=1)
-    yield started
-    started.stop()
+@pytest.fixture
+def cluster(group_cluster: SdkCluster) -> SdkCluster:
+    return group_cluster
 
 
 def member(cluster: SdkCluster, group: str, **settings: object) -> Consumer:
@@ -277,10 +273,8 @@ def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
 
 
 def test_an_empty_groups_offsets_expire_after_retention_and_stay_expired(
-        tmp_path: Path) -> None:
-    from cluster_helpers import ServiceProcess
-    from conftest import start_sdk_cluster
-    cluster = start_sdk_cluster(tmp_path, nodes=1, name="retention")
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    cluster = sdk_cluster_factory(nodes=1)
     retention = ["--offsets-retention-ms", "2500", "--offsets-retention-check-interval-ms",
                  "300"]
 
@@ -289,33 +283,38 @@ def test_an_empty_groups_offsets_expire_after_retention_and_stay_expired(
         proc.args = [*proc.args, *retention]
         return proc.start()
 
-    try:
-        cluster.coordinators = [coordinator()]
-        create(cluster, "retained", partitions=1)
-        tp = TopicPartition("retained", 0)
-        with member(cluster, "keepers") as busy, member(cluster, "leavers") as idle:
-            for consumer in (busy, idle):
-                consumer.subscribe(["retained"])
-                poll_until(consumer, lambda c=consumer: bool(c.assignment()), "an assignment")
-                consumer.commit({tp: 7})
-            idle.close()  # leaves: the group is empty, its retention starts now
-            emptied = time.monotonic()
-            with Admin(cluster.bootstrap) as admin:
-                wait_for(lambda: "leavers" not in {g.group_id for g in admin.list_groups()},
-                         "the empty group's offsets to expire", 30)
-                took = time.monotonic() - emptied
-                assert took >= 2.0, took  # not before the retention
-                # The member of the other group keeps polling: its offsets stay.
-                poll_until(busy, lambda: True, "a poll")
-                assert busy.committed(tp) == 7
-                # Expiry was written as tombstones: a coordinator that loads the shard
-                # again from __consumer_offsets does not bring the group back.
-                old = cluster.coordinators[0]
-                old.kill()
-                cluster.coordinators = [coordinator(old.listen_port)]
-                wait_for(lambda: busy.committed(tp) == 7, "the restarted coordinator", 60)
-                assert "leavers" not in {g.group_id for g in admin.list_groups()}
-                offsets = admin.list_group_offsets("leavers")
-                assert not offsets, offsets
-    finally:
-        cluster.stop()
+    cluster.coordinators = [coordinator()]
+    create(cluster, "retained", partitions=1)
+    tp = TopicPartition("retained", 0)
+    with member(cluster, "keepers") as busy, member(cluster, "leavers") as idle:
+        for consumer in (busy, idle):
+            consumer.subscribe(["retained"])
+            poll_until(consumer, lambda c=consumer: bool(c.assignment()), "an assignment")
+            consumer.commit({tp: 7})
+        idle.close()  # leaves: the group is empty, its retention starts now
+        emptied = time.monotonic()
+        with Admin(cluster.bootstrap) as admin:
+            wait_for(lambda: "leavers" not in {g.group_id for g in admin.list_groups()},
+                     "the empty group's offsets to expire", 30)
+            took = time.monotonic() - emptied
+            assert took >= 2.0, took  # not before the retention
+            # The member of the other group keeps polling: its offsets stay.
+            poll_until(busy, lambda: True, "a poll")
+            assert busy.committed(tp) == 7
+            # Expiry was written as tombstones: a coordinator that loads the shard
+            # again from __consumer_offsets does not bring the group back.
+            old = cluster.coordinators[0]
+            old.kill()
+            cluster.coordinators = [coordinator(old.listen_port)]
+
+            def served() -> bool:
+                try:
+                    return busy.committed(tp) == 7
+                except StrandError:  # the shard is still moving
+                    return False
+
+            wait_for(served, "the restarted coordinator", 60)
+            assert "leavers" not in {g.group_id for g in admin.list_groups()}
+            offsets = admin.list_group_offsets("leavers")
+            assert not offsets, offsets
+
