@@ -22,9 +22,9 @@ taken effect by that instant:
 Offsets are compared through the final read: a possible committed offset ``c`` means
 "start at the first offset >= c in the final log", and a jump between two offsets read
 is a gap only if the final log has records in between (offsets that do not exist, e.g.
-transaction markers, may be jumped). One more legitimate start: when nothing may have
-been committed yet and the same member is given a partition it read before, the SDK
-keeps its position (records before it were processed by that member).
+transaction markers, may be jumped). A member given back a partition it read before
+starts anew like any other owner (as Kafka's consumer does): at the committed offset,
+or at the log start when nothing is committed — not where it had got to.
 
 **Allowed re-reads.** A crashed member's processed but uncommitted records, and those
 of an unanswered commit, are read again by the next owner: at-least-once, counted in
@@ -136,14 +136,13 @@ def check_group(history: History) -> GroupResult:
 
     result = GroupResult({name: [] for name in GROUP_CHECKS}, [], [])
     read_before: set[tuple[int, int]] = set()
-    read_again = kept = checked = 0
+    read_again = checked = 0
     by_partition: dict[int, list[Ownership]] = defaultdict(list)
     for period in history.ownerships:
         by_partition[period.partition].append(period)
     for partition, owned in sorted(by_partition.items()):
         log = logs.get(partition) or FinalLog([], False)
         committed = CommitHistory(commits[partition])
-        last_read: dict[str, int] = {}  # member -> last offset it read of this partition
         previous: Ownership | None = None
         for period in sorted(owned, key=lambda o: o.t_assigned):
             if previous is not None and previous.member != period.member:
@@ -159,10 +158,6 @@ def check_group(history: History) -> GroupResult:
             checked += 1
             possible = committed.possible(period.t_poll, period.t_assigned)
             starts = {log.at_or_after(0 if c is None else c) for c in possible}
-            if None in possible and period.member in last_read:
-                resume = log.at_or_after(last_read[period.member] + 1)
-                kept += got[0].offset == resume and resume not in starts
-                starts.add(resume)
             anomaly = _judge_start(period, got[0], starts, committed, log)
             if anomaly is not None:
                 result.anomalies[anomaly.check].append(anomaly)
@@ -173,7 +168,6 @@ def check_group(history: History) -> GroupResult:
                         "skipped", after.t, partition, missing[0],
                         f"{_who(period)} read {partition}/{after.offset} right after "
                         f"{before.offset}: skipped {_span(missing)}"))
-            last_read[period.member] = max(r.offset for r in got)
     result.info = {
         "members": len(history.members),
         "members_ended": _count(history.members.values()),
@@ -186,7 +180,6 @@ def check_group(history: History) -> GroupResult:
                                 if c.outcome != OK),
         # At-least-once: read again after a crash or an unanswered commit (allowed).
         "read_again": read_again,
-        "kept_positions": kept,
         "final_records_read_by_group": len(read_before & {
             (p, o) for p, offsets in final.items() for o in offsets}),
         "errors": history.group_errors[:10],

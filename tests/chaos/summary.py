@@ -68,7 +68,7 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
             f"{group['ownerships']} ownerships ({group['ownerships_checked']} with reads); "
             f"commits {group['commits']} (not acknowledged: {group['commit_errors']}); "
             f"read again (at-least-once, allowed) "
-            f"{group['read_again']}; positions kept {group['kept_positions']}; final records "
+            f"{group['read_again']}; final records "
             f"read by the group {group['final_records_read_by_group']}/{info['final_records']}; "
             f"ownerships without on_partitions_assigned "
             f"{group['ownerships_without_assignment']}", highlight=False)

@@ -379,14 +379,17 @@ def test_nothing_committed_starts_at_the_log_start() -> None:
     assert [a.offset for a in check_group(h).anomalies["skipped"]] == [0]
 
 
-def test_a_member_given_back_a_partition_may_keep_its_position() -> None:
+def test_a_member_given_back_a_partition_starts_anew() -> None:
     h = group_history()
-    h.commits = []  # nothing committed: the SDK keeps the position it had
+    h.commits = []  # nothing committed: the log start, not where the member had got to
     h.ownerships[1] = Ownership("a", "a/a2", 0, 2, 20.0, 21.0, None)
     group_reads(h, "a/a2", [3, 4], t=22.0)
     report = check(h)
-    assert not report.failed and report.info["group"]["kept_positions"] == 1
-    assert report.total.owner_changes == 0
+    assert [a.offset for a in check_group(h).anomalies["skipped"]] == [0]
+    assert report.failed and report.total.owner_changes == 0
+    h.reads = [r for r in h.reads if r.session != "a/a2"]
+    group_reads(h, "a/a2", [0, 1, 2, 3, 4], t=22.0)
+    assert not check(h).failed
 
 
 def test_group_anomalies_are_charged_to_faults() -> None:
