@@ -241,7 +241,7 @@ class Consumer:
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) to the group, now;
         after the ``commit_async()`` calls made before it."""
-        group = self._group_mode("commit()")
+        group = self._group_mode("commit()", blocking=True)
         if offsets is None:
             group.commit_positions()
         else:
@@ -261,12 +261,13 @@ class Consumer:
 
     def committed(self, tp: TopicPartition | tuple[str, int]) -> int | None:
         """The group's committed offset of ``tp`` (None: nothing committed)."""
-        group = self._group_mode("committed()")
+        group = self._group_mode("committed()", blocking=True)
         return group.coordinator.committed([_tp(tp)])[_tp(tp)]
 
-    def _group_mode(self, what: str) -> GroupMode:
+    def _group_mode(self, what: str, blocking: bool = False) -> GroupMode:
         self._check_open()
-        self._check_wakeup()
+        if blocking:  # only blocking calls raise for a wakeup() (Kafka's rule)
+            self._check_wakeup()
         if self._group is None:
             raise ValueError(f"{what} needs a group_id")
         return self._group

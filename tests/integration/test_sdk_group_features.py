@@ -170,6 +170,7 @@ def test_wakeup_ends_a_blocked_poll_and_the_consumer_goes_on(cluster: SdkCluster
             consumer.poll(timeout_ms=20_000)
         assert time.monotonic() - started < 10
         consumer.wakeup()  # with nothing blocking: the next blocking call raises
+        assert consumer.subscription() == {"wakeups"}  # not a blocking call: no raise
         with pytest.raises(WakeupError):
             consumer.poll(timeout_ms=0)
         with Producer(cluster.bootstrap) as producer:
