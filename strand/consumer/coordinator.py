@@ -270,19 +270,28 @@ class ConsumerCoordinator:
                 for member, a in assignments.items()]
 
     def _call(self, method: Any, request: object, timeout: float) -> Any:
-        """One call that ``interrupt()`` can cancel; None after a transport failure
-        (retried by the caller after a backoff)."""
-        future = method.future(request, timeout=timeout)
-        self._pending_call = future
+        """As ``_call_once``, but None after a transport failure or a cancel that was
+        not a wakeup (the caller tries again, after a backoff for a failure)."""
         try:
-            return future.result()
+            return self._call_once(method, request, timeout)
         except grpc.FutureCancelledError:
-            self.check_wakeup()  # raises WakeupError when that is why
             return None
         except grpc.RpcError as exc:
             log.debug("group call failed, retrying: %s", exc)
             self.wakeup.wait(RETRY_BACKOFF_S)
             return None
+
+    def _call_once(self, method: Any, request: object, timeout: float | None = None) -> Any:
+        """A call ``interrupt()`` can cancel: WakeupError when a wakeup() did, else
+        the cancel or transport error is raised."""
+        future = method.future(request, timeout=self.request_timeout_s
+                               if timeout is None else timeout)
+        self._pending_call = future
+        try:
+            return future.result()
+        except grpc.FutureCancelledError:
+            self.check_wakeup()  # raises WakeupError when that is why
+            raise
         finally:
             self._pending_call = None
 
@@ -371,18 +380,6 @@ class ConsumerCoordinator:
         error = self._commit_error(answer)
         if error is not None:
             raise error
-
-    def _call_once(self, method: Any, request: object) -> Any:
-        """A call ``interrupt()`` can cancel (WakeupError); transport errors raised."""
-        future = method.future(request, timeout=self.request_timeout_s)
-        self._pending_call = future
-        try:
-            return future.result()
-        except grpc.FutureCancelledError:
-            self.check_wakeup()
-            raise
-        finally:
-            self._pending_call = None
 
     def commit_async(self, offsets: dict[TopicPartition, int],
                      callback: CommitCallback | None) -> None:
