@@ -67,6 +67,8 @@ class GroupMode:
         self.topic_partitions = topic_partitions
         self._next_check = time.monotonic() + self.metadata_max_age_s
         self._next_commit = time.monotonic() + self.auto_commit_interval_s
+        # Partitions given by the group may be waiting for their committed offsets.
+        self._committed_pending = False
 
     def subscribe(self, topics: list[str], listener: object | None,
                   pattern: re.Pattern[str] | None = None) -> None:
@@ -143,6 +145,7 @@ class GroupMode:
         elif result.revoked and self.coordinator.cooperative:
             _notify(self.listener, "on_partitions_revoked", result.revoked)
         consumer._assign_from_group(sorted(self.coordinator.owned), result.assigned)
+        self._committed_pending = bool(result.assigned)
         self.fetch_committed()  # failing, it is tried again by the next poll()
         _notify(self.listener, "on_partitions_assigned", result.assigned)
 
@@ -150,15 +153,22 @@ class GroupMode:
         """Start the partitions the group gave this member at their committed offsets
         (those with nothing committed: by ``auto_offset_reset``). A failure leaves them
         waiting, without a position, for the next try: never a silent reset."""
+        if not self._committed_pending:  # every poll asks: no scan of the assignment
+            return
         consumer = self.consumer
         pending = consumer._awaiting_committed()
-        if not pending:
-            return
-        try:
-            committed = self.coordinator.committed(pending)
-        except (StrandError, grpc.RpcError) as exc:
-            log.info("could not fetch committed offsets, retrying at the next poll: %s", exc)
-            return
+        if pending:
+            try:
+                committed = self.coordinator.committed(pending)
+            except (StrandError, grpc.RpcError) as exc:
+                log.info("could not fetch committed offsets, retrying at the next poll: %s",
+                         exc)
+                return
+            self._apply_committed(committed)
+        self._committed_pending = False
+
+    def _apply_committed(self, committed: dict[TopicPartition, int | None]) -> None:
+        consumer = self.consumer
         for tp, offset in committed.items():
             state = consumer._states.get(tp)
             if state is None or not state.awaiting_committed:
