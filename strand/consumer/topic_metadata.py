@@ -10,7 +10,7 @@ import grpc
 
 from strand.client.channel import transport_error
 from strand.client.metadata import MetadataCache
-from strand.errors import ErrorCode, error_for
+from strand.errors import ErrorCode, StrandError, error_for
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 
@@ -47,7 +47,7 @@ class TopicMetadata:
         if cache.wanted_topics() and cache.is_stale():
             try:
                 self._request(cache.wanted_topics())
-            except Exception:  # recorded in the cache: retried after the backoff
+            except StrandError:  # recorded in the cache: retried after the backoff
                 return
 
     def partition_ids(self, topic: str, timeout_ms: float | None = None) -> list[int]:
