@@ -33,13 +33,12 @@ from services.storage.errors import (
     UnknownLeaderEpochError,
     fail_partition,
 )
+from services.storage.fetch import MAX_RESPONSE_BYTES
 from services.storage.replica import Replica, wait_on_replicas
 from services.storage.replica_manager import ReplicaManager
 from strand.log.log import PartitionLog
 
 log = logging.getLogger(__name__)
-
-MAX_RESPONSE_BYTES = 63 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

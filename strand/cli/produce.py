@@ -103,20 +103,31 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int
         last_record = time.monotonic()
         while True:
             batches = consumer.poll(timeout_ms=500)
-            for records in batches.values():
-                for record in records:
-                    _write(out, record, print_key, print_offset)
-                    seen += 1
-                    if max_messages is not None and seen >= max_messages:
-                        out.flush()
-                        return
+            seen, done = _write_all(out, batches, print_key, print_offset, seen, max_messages)
+            if done:
+                return
+            if batches:
                 last_record = time.monotonic()
-            out.flush()
             if not follow:
                 caught_up = all(consumer.position(tp) >= ends[tp] for tp in tps)
                 idle = (time.monotonic() - last_record) * 1000 > timeout_ms
                 if caught_up or idle:
                     return
+
+
+def _write_all(out: Any, batches: dict[Any, list[Any]], print_key: bool, print_offset: bool,
+               seen: int, max_messages: int | None) -> tuple[int, bool]:
+    """Write the polled records and flush; (records written so far, whether
+    ``max_messages`` is reached: then the rest of ``batches`` is left unwritten)."""
+    for records in batches.values():
+        for record in records:
+            _write(out, record, print_key, print_offset)
+            seen += 1
+            if max_messages is not None and seen >= max_messages:
+                out.flush()
+                return seen, True
+    out.flush()
+    return seen, False
 
 
 def _write(out: Any, record: Any, print_key: bool, print_offset: bool) -> None:
@@ -143,15 +154,12 @@ def _consume_in_group(ctx: click.Context, topic: str, group_id: str, from_beginn
         last_record = time.monotonic()
         assigned = False
         while True:
-            for records in consumer.poll(timeout_ms=500).values():
-                for record in records:
-                    _write(out, record, print_key, print_offset)
-                    seen += 1
-                    if max_messages is not None and seen >= max_messages:
-                        out.flush()
-                        return
+            batches = consumer.poll(timeout_ms=500)
+            seen, done = _write_all(out, batches, print_key, print_offset, seen, max_messages)
+            if done:
+                return
+            if batches:
                 last_record = time.monotonic()
-            out.flush()
             if not assigned:
                 # Idle time counts from the first assignment (joining takes a while).
                 assigned = bool(consumer.assignment())
