@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
-from cluster_helpers import ServiceProcess
+from cluster_helpers import ServiceProcess, wait_until
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition, WakeupError
 from strand.errors import StrandError
@@ -86,13 +86,6 @@ class Poller:
         assert not self._thread.is_alive() and not self.errors, self.errors
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 40) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def poll_until(consumer: Consumer, condition: Callable[[], bool], what: str,
                timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
@@ -125,11 +118,11 @@ def test_partitions_added_to_a_subscribed_topic_get_assigned(cluster: SdkCluster
         first.subscribe(["growing"], listener=listeners[0])
         second.subscribe(["growing"], listener=listeners[1])
         pollers = Poller(first), Poller(second)
-        wait_for(lambda: len(listeners[0].owned | listeners[1].owned) == 2, "2 partitions")
+        wait_until(lambda: len(listeners[0].owned | listeners[1].owned) == 2, 40, "2 partitions")
         with Admin(cluster.bootstrap) as admin:
             admin.create_partitions("growing", 5)
-        wait_for(lambda: listeners[0].owned | listeners[1].owned == {
-            TopicPartition("growing", p) for p in range(5)}, "the new partitions", 30)
+        wait_until(lambda: listeners[0].owned | listeners[1].owned == {
+            TopicPartition("growing", p) for p in range(5)}, 30, "the new partitions")
         assert not listeners[0].owned & listeners[1].owned
         for poller in pollers:
             poller.stop()
@@ -190,13 +183,13 @@ def test_a_member_that_stops_polling_leaves_and_its_partitions_move(
         slow.subscribe(["slow"], listener=slow_listener)
         fast.subscribe(["slow"], listener=fast_listener)
         fast_poller, slow_poller = Poller(fast), Poller(slow)
-        wait_for(lambda: len(slow_listener.owned) == 1 and len(fast_listener.owned) == 1,
-                 "both members to get a partition")
+        wait_until(lambda: len(slow_listener.owned) == 1 and len(fast_listener.owned) == 1,
+                   40, "both members to get a partition")
         owned = set(slow_listener.owned)
         # slow stops polling: after max.poll.interval.ms its heartbeat thread leaves
         # the group, and fast gets both partitions (well before slow's session ends).
         slow_poller.stop()
-        wait_for(lambda: len(fast_listener.owned) == 2, "fast to take over", 20)
+        wait_until(lambda: len(fast_listener.owned) == 2, 20, "fast to take over")
         fast_poller.stop()
         with pytest.raises(StrandError):
             slow.commit({next(iter(owned)): 1})  # no longer a member: refused
@@ -219,8 +212,8 @@ def test_a_member_busy_past_its_session_during_a_rebalance_stays_in_the_group(
         joiner_poller = Poller(joiner)  # its join starts a rebalance that waits for busy
         time.sleep(7)  # busy "processes" for more than two session timeouts, not polling
         busy_poller = Poller(busy)
-        wait_for(lambda: len(busy_listener.owned) == 1 and len(joiner_listener.owned) == 1,
-                 "the two members to share")
+        wait_until(lambda: len(busy_listener.owned) == 1 and len(joiner_listener.owned) == 1,
+                   40, "the two members to share")
         busy_poller.stop()
         joiner_poller.stop()
         # busy was never expired: the joiner never had both partitions to itself.
@@ -235,14 +228,14 @@ def test_unsubscribe_hands_partitions_over_at_once(cluster: SdkCluster) -> None:
         first.subscribe(["handover"], listener=leaving)
         second.subscribe(["handover"], listener=staying)
         first_poller, second_poller = Poller(first), Poller(second)
-        wait_for(lambda: len(leaving.owned) == 1 and len(staying.owned) == 1,
-                 "the two members to share")
+        wait_until(lambda: len(leaving.owned) == 1 and len(staying.owned) == 1,
+                   40, "the two members to share")
         first_poller.stop()
         given_up = set(leaving.owned)
         first.unsubscribe()
         assert first.assignment() == set() and first.subscription() == set()
         assert leaving.events[-1] == ("revoked", given_up)
-        wait_for(lambda: len(staying.owned) == 2, "second to take over", 20)
+        wait_until(lambda: len(staying.owned) == 2, 20, "second to take over")
         second_poller.stop()
 
 
@@ -256,8 +249,8 @@ def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
         first = member(cluster, "statics", group_instance_id="pinned")
         first.subscribe(["static"], listener=pinned_listener)
         first_poller = Poller(first)
-        wait_for(lambda: len(pinned_listener.owned) == 2 and len(others.owned) == 2,
-                 "the static members to settle")
+        wait_until(lambda: len(pinned_listener.owned) == 2 and len(others.owned) == 2,
+                   40, "the static members to settle")
         first_poller.stop()
         pinned = set(pinned_listener.owned)
         events_before = len(others.events)
@@ -295,8 +288,8 @@ def test_an_empty_groups_offsets_expire_after_retention_and_stay_expired(
         idle.close()  # leaves: the group is empty, its retention starts now
         emptied = time.monotonic()
         with Admin(cluster.bootstrap) as admin:
-            wait_for(lambda: "leavers" not in {g.group_id for g in admin.list_groups()},
-                     "the empty group's offsets to expire", 30)
+            wait_until(lambda: "leavers" not in {g.group_id for g in admin.list_groups()},
+                       30, "the empty group's offsets to expire")
             took = time.monotonic() - emptied
             assert took >= 2.0, took  # not before the retention
             # The member of the other group keeps polling: its offsets stay.
@@ -314,7 +307,7 @@ def test_an_empty_groups_offsets_expire_after_retention_and_stay_expired(
                 except StrandError:  # the shard is still moving
                     return False
 
-            wait_for(served, "the restarted coordinator", 60)
+            wait_until(served, 60, "the restarted coordinator")
             assert "leavers" not in {g.group_id for g in admin.list_groups()}
             offsets = admin.list_group_offsets("leavers")
             assert not offsets, offsets
