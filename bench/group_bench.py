@@ -63,8 +63,8 @@ from groups.join import JOIN_TOPIC, POLL_MS, join_series
 from groups.throughput import DATA_TOPIC, throughput
 from procs import deferred_signals, interrupt_on_signals
 
-from services.groups.shards import DEFAULT_SHARDS
 from strand import Admin, NewTopic
+from strand.coordination.shards import DEFAULT_SHARDS
 
 
 def _parse_delays(text: str, default: int) -> list[int]:

@@ -10,8 +10,6 @@ Errors are typed: every class is in ``strand.errors`` (``error_for(code)`` maps 
 response's error code to its class).
 """
 
-__version__ = "0.1.0"
-
 from strand.admin import (
     Admin,
     ClusterDescription,
@@ -35,6 +33,7 @@ from strand.producer import (
     ProducerClosedError,
     RecordMetadata,
 )
+from strand.version import VERSION as __version__
 
 __all__ = [
     "Admin",

@@ -20,8 +20,8 @@ for _path in (REPO, REPO / "bench" / "peers"):
         sys.path.insert(0, str(_path))
 
 from services.groups.__main__ import parse_args as groups_parse_args  # noqa: E402
-from services.groups.shards import shard_for  # noqa: E402
 from strand import Admin, Consumer, StrandError  # noqa: E402
+from strand.coordination.shards import shard_for  # noqa: E402
 from tests.integration.cluster_helpers import (  # noqa: E402
     EtcdServer,
     ServiceProcess,

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 import grpc
 
-from services.groups.shards import GROUP_TOPIC, shard_for
 from strand.cluster.cache import MetadataCache
 from strand.cluster.model import CoordinatorRecord
+from strand.coordination.shards import GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode
 from strand.v1 import common_pb2, groups_pb2_grpc
 from strand.v1 import groups_pb2 as pb

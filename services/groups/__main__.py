@@ -11,7 +11,7 @@ import uuid
 from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.server import GroupsProcess, GroupsSettings
-from services.groups.shards import DEFAULT_SHARDS
+from strand.coordination.shards import DEFAULT_SHARDS
 from strand.service.logs import setup_logging
 from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
 

@@ -2,7 +2,7 @@
 
 Start: watch the cluster metadata, make sure ``__consumer_offsets`` exists (the
 active controller creates it), serve gRPC, then take the shards that rendezvous
-hashing gives this instance (:mod:`services.groups.ownership`). Each call is routed
+hashing gives this instance (:mod:`strand.coordination.ownership`). Each call is routed
 by the group's shard; a group whose shard this instance does not serve is answered
 NOT_COORDINATOR (the gateway then looks the owner up again), one still loading
 COORDINATOR_LOAD_IN_PROGRESS.
@@ -21,14 +21,14 @@ import grpc
 from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS, ShardCoordinator
 from services.groups.membership import Protocol
 from services.groups.offset_store import DEFAULT_RETENTION_MS
-from services.groups.ownership import ShardOwnership
 from services.groups.records import OffsetValue
 from services.groups.shard_log import GatewayShardLog
-from services.groups.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
+from strand.coordination.ownership import ShardOwnership, ShardSpace
+from strand.coordination.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode, StrandError
 from strand.producer import Producer
 from strand.service.aio import wait_event
@@ -299,8 +299,9 @@ class GroupsProcess:
                                   client_id=f"coordinator-{settings.instance_id}")
         ownership = ShardOwnership(
             etcd, self.keys, self.cache,
-            CoordinatorRecord(settings.instance_id, settings.advertise), self._shard_count,
-            settings.lease_ttl, self._acquire, self._release)
+            CoordinatorRecord(settings.instance_id, settings.advertise),
+            ShardSpace(self.keys.group_shard, lambda: self.cache.group_shard_owners),
+            self._shard_count, settings.lease_ttl, self._acquire, self._release)
         owning = asyncio.create_task(self._own(ownership), name="shard-ownership")
         await set_serving(health_servicer)
         log.info("group coordinator serving", extra={"listen": settings.listen,

@@ -13,9 +13,9 @@ import time
 from collections.abc import Sequence
 
 from services.groups.offset_store import Record
-from services.groups.shards import GROUP_TOPIC
 from strand.client.structs import TopicPartition
 from strand.consumer import Consumer
+from strand.coordination.shards import GROUP_TOPIC
 from strand.errors import RequestTimedOutError
 from strand.producer import Producer
 

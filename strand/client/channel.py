@@ -13,8 +13,8 @@ from typing import Any
 
 import grpc
 
-from strand import __version__
 from strand.errors import RequestTimedOutError, StrandError
+from strand.version import VERSION
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -64,7 +64,7 @@ def transport_error(exc: grpc.RpcError, address: str, what: str) -> StrandError:
 
 
 def channel_options(client_id: str | None = None) -> list[tuple[str, Any]]:
-    agent = f"strand-python/{__version__}" + (f" {client_id}" if client_id else "")
+    agent = f"strand-python/{VERSION}" + (f" {client_id}" if client_id else "")
     return [
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -25,14 +25,14 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-import strand
+from strand.version import VERSION
 
 _METER_NAME = "strand"
 _interceptors: list[grpc.aio.ServerInterceptor] = []
 
 
 def meter() -> metrics.Meter:
-    return metrics.get_meter(_METER_NAME, strand.__version__)
+    return metrics.get_meter(_METER_NAME, VERSION)
 
 
 class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -88,7 +88,7 @@ def setup_telemetry(
     in-memory ones).
     """
     resource = Resource.create({"service.name": f"strand-{service}",
-                                "service.version": strand.__version__,
+                                "service.version": VERSION,
                                 "service.instance.id": f"{os.uname().nodename}-{os.getpid()}"})
     readers = list(metric_readers or [])
     if metrics_port:

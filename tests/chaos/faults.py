@@ -28,7 +28,7 @@ import random
 import signal
 from dataclasses import dataclass
 
-from services.groups.shards import GROUP_TOPIC
+from strand.coordination.shards import GROUP_TOPIC
 
 from .harness import CONTROLLERS, COORDINATORS, STORAGE_NODES, ChaosCluster
 

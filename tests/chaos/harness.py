@@ -47,7 +47,7 @@ from cluster_helpers import (  # noqa: E402 - needs the path above
 )
 from cluster_helpers import wait_until as wait_until  # noqa: E402 - re-exported
 
-from services.groups.shards import GROUP_TOPIC, shard_for  # noqa: E402
+from strand.coordination.shards import GROUP_TOPIC, shard_for  # noqa: E402
 
 STORAGE_NODES = (1, 2, 3)
 CONTROLLERS = ("controller-0", "controller-1")

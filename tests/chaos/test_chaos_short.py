@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
+import re
 from pathlib import Path
 
 import pytest
@@ -34,17 +34,19 @@ from .summary import print_summary
 STRICT = os.environ.get("STRAND_CHAOS_STRICT", "1") != "0"
 
 
-def _ours(pattern: list[str], markers: list[str]) -> list[str]:
-    """Processes matching a pgrep pattern whose command line names this run."""
-    found = subprocess.run(["pgrep", *pattern], capture_output=True, text=True).stdout.split()
+def _ours(pattern: str, markers: list[str]) -> list[str]:
+    """Processes whose command line matches ``pattern`` and names this run (read from
+    /proc: a bare Debian has no pgrep)."""
     mine = []
-    for pid in found:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
         try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue  # it ended meanwhile
-        if any(marker in command for marker in markers):
-            mine.append(f"{pid}: {command[:200]}")
+        if re.search(pattern, command) and any(marker in command for marker in markers):
+            mine.append(f"{entry.name}: {command[:200]}")
     return mine
 
 
@@ -132,9 +134,9 @@ def test_the_report_is_complete(short_run: RunResult) -> None:
 def test_no_process_is_left_behind(short_run: RunResult) -> None:
     assert short_run.leftover_pids == []
     markers = [short_run.cluster_name, str(short_run.workdir)]
-    assert _ours(["-f", r"services\.(storage|gateway|controller|groups)"], markers) == []
-    assert _ours(["etcd"], markers) == []
-    assert _ours(["-f", r"tests\.chaos\.(proxy|group_member)"], markers) == []
+    assert _ours(r"services\.(storage|gateway|controller|groups)", markers) == []
+    assert _ours(r"(^|/)etcd ", markers) == []
+    assert _ours(r"tests\.chaos\.(proxy|group_member)", markers) == []
 
 
 @pytest.mark.chaos

@@ -27,8 +27,8 @@ import grpc
 import pytest
 from cluster_helpers import ServiceProcess, wait_until
 
-from services.groups.shards import GROUP_TOPIC, shard_for
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strand.coordination.shards import GROUP_TOPIC, shard_for
 from strand.errors import StrandError, UnknownMemberIdError
 
 if TYPE_CHECKING:

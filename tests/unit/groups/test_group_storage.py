@@ -20,7 +20,7 @@ from services.groups.records import (
     encode_key,
     encode_value,
 )
-from services.groups.shards import java_string_hash, preferred_owner, shard_for, shards_of
+from strand.coordination.shards import java_string_hash, preferred_owner, shard_for, shards_of
 from strand.errors import CorruptRecordError, InvalidRequestError, OffsetMetadataTooLargeError
 
 # ------------------------------------------------------------------------------ shards

@@ -1,12 +1,12 @@
-"""Which group shards this coordinator instance serves (DESIGN §7).
+"""Which shards of an internal topic this coordinator instance serves.
 
 The instance registers ``coordinators/<id>`` under its lease. On every change of
 the registrations (the etcd watch, no polling) it computes, by rendezvous hashing
 over the live instances, the shards it should own:
 
-* a wanted shard whose key ``shards/groups/<k>`` is free is taken with a
-  create-if-absent transaction bound to the lease, loaded from its partition,
-  and then served;
+* a wanted shard whose key (``shards/groups/<k>`` for the group coordinator) is
+  free is taken with a create-if-absent transaction bound to the lease, loaded
+  from its partition, and then served;
 * a shard it holds but no longer wants (another instance joined) is stopped first
   and then released (its key deleted), so two instances never serve one shard.
 
@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from etcd3aio.kv import KVService
 
-from services.groups.shards import shards_of
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import EtcdServices, LeaseKeeper
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
+from strand.coordination.shards import shards_of
 from strand.service.aio import wait_event
 
 log = logging.getLogger(__name__)
@@ -37,14 +38,25 @@ RETRY_S = 1.0
 ShardAction = Callable[[int], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class ShardSpace:
+    """One coordinator kind's shards in etcd: the key that grants shard ``k`` and
+    the current owners as the metadata cache sees them."""
+
+    key: Callable[[int], str]
+    owners: Callable[[], Mapping[int, CoordinatorRecord]]
+
+
 class ShardOwnership:
     def __init__(self, etcd: EtcdServices, keys: KeySpace, cache: MetadataCache,
-                 record: CoordinatorRecord, shard_count: Callable[[], int | None],
+                 record: CoordinatorRecord, space: ShardSpace,
+                 shard_count: Callable[[], int | None],
                  lease_ttl: int, acquire: ShardAction, release: ShardAction) -> None:
         self.etcd = etcd
         self.keys = keys
         self.cache = cache
         self.record = record
+        self.space = space
         self.shard_count = shard_count
         self.lease_ttl = lease_ttl
         self.acquire = acquire
@@ -101,14 +113,14 @@ class ShardOwnership:
             await self.release(shard)
             self.owned.discard(shard)
             await self.etcd.kv.txn(
-                compare=[KVService.txn_compare_value(self.keys.group_shard(shard),
+                compare=[KVService.txn_compare_value(self.space.key(shard),
                                                      self.record.to_json())],
-                success=[KVService.txn_op_delete(self.keys.group_shard(shard))], failure=[])
-            log.info("released group shard", extra={"shard": shard})
+                success=[KVService.txn_op_delete(self.space.key(shard))], failure=[])
+            log.info("released shard", extra={"shard": shard})
         for shard in sorted(wanted - self.owned):
-            if shard in self.cache.group_shard_owners:
+            if shard in self.space.owners():
                 continue  # still held by its previous owner: wait for it to let go
-            key = self.keys.group_shard(shard)
+            key = self.space.key(shard)
             response = await self.etcd.kv.txn(
                 compare=[KVService.txn_compare_create_revision(key, 0)],
                 success=[KVService.txn_op_put(key, self.record.to_json(),
@@ -117,4 +129,4 @@ class ShardOwnership:
                 continue
             self.owned.add(shard)
             await self.acquire(shard)
-            log.info("took group shard", extra={"shard": shard})
+            log.info("took shard", extra={"shard": shard})
