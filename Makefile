@@ -15,7 +15,7 @@ help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
 	@echo "make demo-log - the storage engine alone: append, read, compact, recover"
 	@echo "make test   - install everything and run the whole test suite"
-	@echo "make lint   - ruff and mypy"
+	@echo "make lint   - ruff, mypy and the import contracts (.importlinter)"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
 	@echo "make bench-peers - Strand vs NATS JetStream produce benchmark, JSON on stdout (RECORDS=, RECORD_SIZE=)"
 	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
@@ -75,8 +75,9 @@ test-fast: setup system-deps
 	@$(PY) -m pytest -q -m "not slow"
 
 lint: setup
-	@$(VENV)/bin/ruff check strand bench tests
+	@$(VENV)/bin/ruff check strand services bench tests
 	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports --no-cache
 
 proto: setup
 	@echo ">>> regenerating strand/v1 from proto/strand/v1/*.proto (grpcio-tools pinned in pyproject.toml)"
