@@ -391,16 +391,27 @@ class Admin:
 
     # ----------------------------------------------------------- consumer groups
 
-    def _group_call(self, method: Callable[..., T], request: Any, what: str) -> T:
-        response = self._call(method, request, what)
+    def _group_call(self, method: Callable[..., T], request: Any, what: str,
+                    timeout_ms: float | None = None) -> T:
+        response = self._call(method, request, what, timeout_ms)
         code = getattr(response, "error_code", 0)
         if code != ErrorCode.NONE:
             raise error_for(code, f"{what}: {getattr(response, 'error_message', '')}")
         return response
 
-    def list_groups(self) -> list[GroupListing]:
-        response = self._group_call(self._stub.ListGroups, pb_groups.ListGroupsRequest(),
-                                    "ListGroups")
+    def list_groups(self, timeout_ms: int | None = None) -> list[GroupListing]:
+        """Every consumer group. Shards of ``__consumer_offsets`` that are loading or
+        moving (a coordinator died or joined) are waited for up to ``timeout_ms`` (the
+        gateway's default, 15 s, when None); if some still do not answer, this raises
+        CoordinatorLoadInProgressError or CoordinatorNotAvailableError naming them,
+        never a list that looks complete and is not."""
+        if timeout_ms is not None and timeout_ms < 0:
+            raise ValueError(f"timeout_ms must not be negative, got {timeout_ms}")
+        request = pb_groups.ListGroupsRequest(timeout_ms=timeout_ms or 0)
+        call_timeout = None if timeout_ms is None else max(
+            self.request_timeout_ms, timeout_ms + 10_000)
+        response = self._group_call(self._stub.ListGroups, request, "ListGroups",
+                                    call_timeout)
         return sorted((GroupListing(g.group_id, g.state, g.protocol_type)
                        for g in response.groups), key=lambda g: g.group_id)
 

@@ -170,7 +170,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def ListGroups(self, request: pb_groups.ListGroupsRequest,
                          context: grpc.aio.ServicerContext) -> pb_groups.ListGroupsResponse:
-        return await self.groups.list_groups()
+        wait_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
+        return await self.groups.list_groups(wait_s)
 
     def _storage(self, address: str) -> storage_pb2_grpc.StorageStub:
         return storage_pb2_grpc.StorageStub(self.channels.get(address))

@@ -22,12 +22,15 @@ def group() -> None:
 
 @group.command(name="list")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--timeout-ms", type=click.IntRange(min=0), default=None,
+              help="How long to wait for coordinator shards that are loading or moving "
+                   "(default 15000); the command fails, naming them, if they do not answer.")
 @click.pass_context
 @friendly_errors
-def list_(ctx: click.Context, as_json: bool) -> None:
+def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
     """Every consumer group with its state."""
     with Admin(bootstrap(ctx)) as admin:
-        groups = admin.list_groups()
+        groups = admin.list_groups(timeout_ms)
     if as_json:
         click.echo(json.dumps([{"group": g.group_id, "state": g.state} for g in groups]))
         return

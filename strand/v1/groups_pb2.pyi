@@ -263,8 +263,12 @@ class DescribeGroupResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol: _Optional[str] = ..., generation_id: _Optional[int] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedMember, _Mapping]]] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("shards", "timeout_ms")
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    shards: _containers.RepeatedScalarFieldContainer[int]
+    timeout_ms: int
+    def __init__(self, shards: _Optional[_Iterable[int]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ListedGroup(_message.Message):
     __slots__ = ("group_id", "state", "protocol_type")
@@ -277,14 +281,18 @@ class ListedGroup(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., protocol_type: _Optional[str] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "groups")
+    __slots__ = ("error_code", "error_message", "groups", "listed_shards", "unavailable_shards")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    LISTED_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_SHARDS_FIELD_NUMBER: _ClassVar[int]
     error_code: _common_pb2.ErrorCode
     error_message: str
     groups: _containers.RepeatedCompositeFieldContainer[ListedGroup]
-    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[ListedGroup, _Mapping]]] = ...) -> None: ...
+    listed_shards: _containers.RepeatedScalarFieldContainer[int]
+    unavailable_shards: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[ListedGroup, _Mapping]]] = ..., listed_shards: _Optional[_Iterable[int]] = ..., unavailable_shards: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DeleteGroupRequest(_message.Message):
     __slots__ = ("group_id",)

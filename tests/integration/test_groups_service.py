@@ -142,6 +142,7 @@ def test_two_members_rebalance_commit_and_survive_coordinator_kills(cluster: Clu
     described = stub.DescribeGroup(pb.DescribeGroupRequest(group_id="app"), timeout=30)
     assert described.error_code == 0 and described.protocol_type == "consumer"
     listed = stub.ListGroups(pb.ListGroupsRequest(), timeout=30)
+    assert listed.error_code == 0, listed.error_message  # complete, not a partial list
     assert "app" in {g.group_id for g in listed.groups}
 
 
