@@ -181,7 +181,7 @@ class ShardCoordinator:
                 log.warning("could not store the group's assignment; rebalancing again",
                             extra={"group": group_id, "error": str(exc)})
                 group.state = GroupState.COMPLETING_REBALANCE
-                group._prepare_rebalance(self.clock(), new_member=False)
+                group.prepare_rebalance(self.clock(), new_member=False)
                 self._fail_syncs(group_id, ErrorCode.REBALANCE_IN_PROGRESS)
                 self._wake.set()
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, b""

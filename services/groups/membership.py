@@ -160,7 +160,7 @@ class Group:
                 self.static_members[group_instance_id] = member_id
             self.protocol_type = protocol_type
             member.awaiting_join = True
-            self._prepare_rebalance(now_ms, new_member=True)
+            self.prepare_rebalance(now_ms, new_member=True)
             return None
         member.last_heard_ms = now_ms
         unchanged = (member.protocols == protocols
@@ -172,7 +172,7 @@ class Group:
             return self._outcome_for(member)
         member.awaiting_join = True
         if self.state != GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(now_ms, new_member=False)
+            self.prepare_rebalance(now_ms, new_member=False)
         return None
 
     def _replace_static(self, old_id: str, instance_id: str, client_id: str,
@@ -192,10 +192,12 @@ class Group:
             return self._outcome_for(member)
         member.awaiting_join = True
         if self.state != GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(now_ms, new_member=False)
+            self.prepare_rebalance(now_ms, new_member=False)
         return None
 
-    def _prepare_rebalance(self, now_ms: float, new_member: bool) -> None:
+    def prepare_rebalance(self, now_ms: float, new_member: bool) -> None:
+        """Start a rebalance (PreparingRebalance): the members must join again. Also
+        called by the coordinator when storing a completed assignment failed."""
         was_empty = self.state == GroupState.EMPTY
         self.state = GroupState.PREPARING_REBALANCE
         for member in self.members.values():
@@ -380,7 +382,7 @@ class Group:
             self.generation += 1
             self.protocol = self.leader_id = ""
             return
-        self._prepare_rebalance(now_ms, new_member=False)
+        self.prepare_rebalance(now_ms, new_member=False)
 
     # -- offsets ------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from strand.cli.common import bootstrap, err, friendly_errors
-from strand.cli.produce import ACKS, _acks
+from strand.cli.produce import ACKS, parse_acks
 from strand.client.structs import TopicPartition
 from strand.consumer import Consumer
 from strand.producer import Producer
@@ -62,7 +62,7 @@ def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int
     payload = os.urandom(record_size)
     latencies: list[float] = []
     failures: list[BaseException] = []
-    with Producer(bootstrap(ctx), acks=_acks(acks), batch_size=batch_size,
+    with Producer(bootstrap(ctx), acks=parse_acks(acks), batch_size=batch_size,
                   linger_ms=linger_ms,
                   compression_type=None if compression == "none" else compression) as producer:
         producer.partitions_for(topic)  # metadata first: not part of the measurement

@@ -16,7 +16,7 @@ from strand.producer import Producer, RecordFuture
 ACKS = click.Choice(["0", "1", "all", "-1"])
 
 
-def _acks(value: str) -> int | str:
+def parse_acks(value: str) -> int | str:
     return "all" if value in ("all", "-1") else int(value)
 
 
@@ -34,7 +34,7 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None, acks: str
             compression: str, partition: int | None) -> None:
     """Send each line of standard input as a record of TOPIC."""
     futures: list[RecordFuture] = []
-    with Producer(bootstrap(ctx), acks=_acks(acks),
+    with Producer(bootstrap(ctx), acks=parse_acks(acks),
                   compression_type=None if compression == "none" else compression) as producer:
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\r\n")

@@ -37,7 +37,8 @@ def _unpack_columns(data: bytes, typecode: str, width: int) -> list[array[int]]:
     return [flat[i::width] for i in range(width)]
 
 
-def _strictly_increasing(values: array[int]) -> bool:
+def strictly_increasing(values: array[int]) -> bool:
+    """What every sparse index's keys must be (the time index checks it too)."""
     return all(a < b for a, b in itertools.pairwise(values))
 
 
@@ -58,7 +59,7 @@ class OffsetIndex:
         if len(data) % ENTRY_SIZE:
             raise CorruptIndexError(f"{path.name}: size {len(data)} is not a multiple of 8")
         rel, pos = _unpack_columns(data, "i", 2)
-        if not (_strictly_increasing(rel) and _strictly_increasing(pos)):
+        if not (strictly_increasing(rel) and strictly_increasing(pos)):
             raise CorruptIndexError(f"{path.name}: entries are not strictly increasing")
         if rel and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= segment_size):
             raise CorruptIndexError(f"{path.name}: entries point outside the segment")

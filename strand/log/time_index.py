@@ -13,7 +13,7 @@ from array import array
 from bisect import bisect_left
 from pathlib import Path
 
-from strand.log.offset_index import CorruptIndexError, _strictly_increasing
+from strand.log.offset_index import CorruptIndexError, strictly_increasing
 
 ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = ENTRY.size
@@ -38,7 +38,7 @@ class TimeIndex:
         for timestamp, relative in ENTRY.iter_unpack(data):
             index._timestamps.append(timestamp)
             index._relative_offsets.append(relative)
-        if not _strictly_increasing(index._timestamps):
+        if not strictly_increasing(index._timestamps):
             raise CorruptIndexError(f"{path.name}: timestamps are not strictly increasing")
         if any(b < a for a, b in zip(index._relative_offsets, index._relative_offsets[1:],
                                      strict=False)):
