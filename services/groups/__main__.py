@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
-import signal
 import uuid
 
 from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.server import GroupsProcess, GroupsSettings
 from strand.coordination.shards import DEFAULT_SHARDS
-from strand.service.logs import setup_logging
-from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
+from strand.service.entry import etcd_endpoints, new_parser, run_service
 
 
 def parse_args(argv: list[str] | None = None) -> GroupsSettings:
     env = os.environ.get
-    parser = argparse.ArgumentParser(prog="strand-groups", description=__doc__)
-    add_metrics_port_argument(parser)
-    parser.add_argument("--etcd", default=env("STRAND_ETCD", "127.0.0.1:2379"),
-                        help="comma-separated etcd endpoints host:port")
-    parser.add_argument("--cluster", default=env("STRAND_CLUSTER", "local"))
-    parser.add_argument("--listen", default=env("STRAND_LISTEN", "127.0.0.1:9094"))
-    parser.add_argument("--advertise", default=env("STRAND_ADVERTISE"),
-                        help="address the gateways use to reach this one (default: --listen)")
+    parser = new_parser("strand-groups", __doc__, "127.0.0.1:9094", advertise_for="the gateways")
     parser.add_argument("--id", default=env("STRAND_COORDINATOR_ID")
                         or f"groups-{uuid.uuid4().hex[:8]}")
     parser.add_argument("--bootstrap", default=env("STRAND_BOOTSTRAP"),
@@ -55,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
         parser.error("--offsets-retention-ms and --offsets-retention-check-interval-ms "
                      "must be positive")
     return GroupsSettings(
-        etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
+        etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, advertise=args.advertise or args.listen,
         instance_id=args.id, bootstrap=args.bootstrap, shards=args.shards,
         lease_ttl=args.lease_ttl, initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
@@ -64,19 +53,8 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
         metrics_port=args.metrics_port)
 
 
-async def _main(settings: GroupsSettings) -> None:
-    process = GroupsProcess(settings)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, process.stop)
-    await process.run()
-
-
 def main(argv: list[str] | None = None) -> None:
-    setup_logging("groups", os.environ.get("STRAND_LOG_LEVEL", "INFO"))
-    settings = parse_args(argv)
-    setup_telemetry("groups", metrics_port=settings.metrics_port)
-    asyncio.run(_main(settings))
+    run_service("groups", argv, parse_args, GroupsProcess)
 
 
 if __name__ == "__main__":

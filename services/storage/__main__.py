@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
-import signal
 from pathlib import Path
 
 from services.storage.server import StorageProcess, StorageSettings, split_host_port
-from strand.service.logs import setup_logging
-from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
+from strand.service.entry import etcd_endpoints, new_parser, run_service
 
 
 def parse_args(argv: list[str] | None = None) -> StorageSettings:
     env = os.environ.get
-    parser = argparse.ArgumentParser(prog="strand-storage", description=__doc__)
-    add_metrics_port_argument(parser)
-    parser.add_argument("--etcd", default=env("STRAND_ETCD", "127.0.0.1:2379"),
-                        help="comma-separated etcd endpoints host:port")
-    parser.add_argument("--cluster", default=env("STRAND_CLUSTER", "local"))
-    parser.add_argument("--listen", default=env("STRAND_LISTEN", "127.0.0.1:9092"))
-    parser.add_argument("--advertise", default=env("STRAND_ADVERTISE"),
-                        help="address other processes use to reach this one (default: --listen)")
+    parser = new_parser("strand-storage", __doc__, "127.0.0.1:9092")
     parser.add_argument("--node-id", type=int, default=env("STRAND_NODE_ID"),
                         help="this node's broker id (required)")
     parser.add_argument("--rack", default=env("STRAND_RACK") or None,
@@ -63,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
     if args.lease_ttl < 1 or args.io_threads < 1 or args.maintenance_interval <= 0:
         parser.error("--lease-ttl, --io-threads and --maintenance-interval must be positive")
     return StorageSettings(
-        etcd_endpoints=[e.strip() for e in args.etcd.split(",") if e.strip()],
+        etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, advertise=advertise,
         node_id=int(args.node_id), data_dir=Path(args.data_dir), rack=args.rack,
         lease_ttl=args.lease_ttl, maintenance_interval_s=args.maintenance_interval,
@@ -74,19 +63,8 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
     )
 
 
-async def _main(settings: StorageSettings) -> None:
-    process = StorageProcess(settings)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, process.stop)
-    await process.run()
-
-
 def main(argv: list[str] | None = None) -> None:
-    setup_logging("storage", os.environ.get("STRAND_LOG_LEVEL", "INFO"))
-    settings = parse_args(argv)
-    setup_telemetry("storage", metrics_port=settings.metrics_port)
-    asyncio.run(_main(settings))
+    run_service("storage", argv, parse_args, StorageProcess)
 
 
 if __name__ == "__main__":
