@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups
+.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -21,6 +21,7 @@ help:
 	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
 	@echo "make chaos  - fault injection against a real cluster, DURATION=600 s of rotating faults"
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
+	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=)"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
 $(STAMP): pyproject.toml
@@ -104,6 +105,13 @@ bench-failover: setup system-deps
 # group vs one consumer over RECORDS records of 1 KiB (bench/group_bench.py --help).
 bench-groups: setup system-deps
 	@$(PY) bench/group_bench.py --json \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
+
+# End-to-end throughput of two revisions in one run (bench/compare_revisions.py --help):
+# strand bench produce (acks=1, acks=all) and consume on a 12-partition RF 3 topic.
+BASE ?= HEAD~1
+bench-compare: setup system-deps
+	@$(PY) bench/compare_revisions.py --base $(BASE) --json \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
 
 clean:
