@@ -50,7 +50,7 @@ from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator, ConsumerGroupMetadata
 from strand.consumer.errors import WakeupError
-from strand.consumer.fetcher import Fetcher, FetchSettings, PartitionState
+from strand.consumer.fetcher import ISOLATION_LEVELS, Fetcher, FetchSettings, PartitionState
 from strand.consumer.group_mode import GroupMode
 from strand.consumer.offset_lookup import EARLIEST, LATEST, OffsetLookup
 from strand.consumer.records import ConsumerRecord
@@ -59,8 +59,6 @@ from strand.errors import (
     RequestTimedOutError,
     StrandError,
 )
-from strand.v1 import common_pb2 as pb
-from strand.v1 import gateway_pb2_grpc
 
 __all__ = ["Consumer"]
 
@@ -127,8 +125,7 @@ class Consumer:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
                              f"not {auto_offset_reset!r}")
-        levels = {"read_uncommitted": pb.READ_UNCOMMITTED, "read_committed": pb.READ_COMMITTED}
-        if isolation_level not in levels:
+        if isolation_level not in ISOLATION_LEVELS:
             raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', "
                              f"not {isolation_level!r}")
         if fetch_min_bytes < 0 or fetch_max_wait_ms < 0:
@@ -148,7 +145,7 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.auto_offset_reset = auto_offset_reset
         self.isolation_level = isolation_level
-        self._isolation = levels[isolation_level]
+        isolation = ISOLATION_LEVELS[isolation_level]
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.check_crcs = check_crcs
@@ -156,12 +153,11 @@ class Consumer:
         self._metadata = MetadataCache(max_age_ms=metadata_max_age_ms,
                                        refresh_backoff_ms=retry_backoff_ms)
         self._channel = open_channel(self.bootstrap, self.client_id)
-        self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
-        self._topics = TopicMetadata(self._stub, self.bootstrap, self._metadata,
+        self._topics = TopicMetadata(self._channel, self.bootstrap, self._metadata,
                                      request_timeout_ms)
-        self._fetcher = Fetcher(self._stub, self.bootstrap, self._metadata, FetchSettings(
+        self._fetcher = Fetcher(self._channel, self.bootstrap, self._metadata, FetchSettings(
             fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes,
-            self._isolation, request_timeout_ms, retry_backoff_ms, check_crcs,
+            isolation, request_timeout_ms, retry_backoff_ms, check_crcs,
             auto_offset_reset), self._topics.refresh_if_due)
         self._states = self._fetcher.states  # the same dict: assign() replaces its content
         self._drain_rotation = 0
@@ -169,7 +165,7 @@ class Consumer:
         self._wake = threading.Event()  # set by close() to end a blocked poll
         self._wakeup = threading.Event()  # set by wakeup(): the blocking call raises
         self._offsets = OffsetLookup(
-            self._stub, self.bootstrap, self._metadata, isolation=self._isolation,
+            self._channel, self.bootstrap, self._metadata, isolation=isolation,
             request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
             auto_offset_reset=auto_offset_reset, interrupted=self._wake,
             check_open=self._check_open)
@@ -178,7 +174,7 @@ class Consumer:
         self._group: GroupMode | None = None
         if group_id is not None:
             coordinator = ConsumerCoordinator(
-                self._stub, group_id, self.client_id,
+                self._channel, self.bootstrap, group_id, self.client_id,
                 assignors=partition_assignment_strategy, group_instance_id=group_instance_id,
                 session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=max_poll_interval_ms,

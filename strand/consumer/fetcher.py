@@ -37,7 +37,8 @@ from strand.errors import ErrorCode, OffsetOutOfRangeError, StrandError, error_f
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 
-__all__ = ["STALE_METADATA", "TRANSIENT", "FetchSettings", "Fetcher", "PartitionState"]
+__all__ = ["ISOLATION_LEVELS", "STALE_METADATA", "TRANSIENT", "FetchSettings", "Fetcher",
+           "PartitionState"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ _MAX_BUFFERED = 2  # answers buffered per partition before it is left out of fet
 # and this consumer work on different answers at the same time (a fetch of every
 # partition at once leaves two of the three idle while the third works).
 _MAX_FETCHES = 2
+ISOLATION_LEVELS = {"read_uncommitted": pb.READ_UNCOMMITTED,
+                    "read_committed": pb.READ_COMMITTED}
 
 
 @dataclass(slots=True)
@@ -123,10 +126,10 @@ class _Inflight:
 class Fetcher:
     """Fetch calls for the partitions in ``states`` (the consumer's own dict, shared)."""
 
-    def __init__(self, stub: gateway_pb2_grpc.GatewayStub, bootstrap: str,
+    def __init__(self, channel: grpc.Channel, bootstrap: str,
                  metadata: MetadataCache, settings: FetchSettings,
                  refresh_metadata: Callable[[], None]) -> None:
-        self.stub = stub
+        self.stub = gateway_pb2_grpc.GatewayStub(channel)
         self.bootstrap = bootstrap
         self.metadata = metadata
         self.settings = settings

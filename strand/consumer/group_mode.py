@@ -23,8 +23,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-import grpc
-
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator, Rebalance
 from strand.errors import StrandError
@@ -160,7 +158,7 @@ class GroupMode:
         if pending:
             try:
                 committed = self.coordinator.committed(pending)
-            except (StrandError, grpc.RpcError) as exc:
+            except StrandError as exc:
                 log.info("could not fetch committed offsets, retrying at the next poll: %s",
                          exc)
                 return

@@ -27,11 +27,11 @@ _RESET_TIMESTAMP = {"earliest": EARLIEST, "latest": LATEST}
 
 
 class OffsetLookup:
-    def __init__(self, stub: gateway_pb2_grpc.GatewayStub, bootstrap: str,
+    def __init__(self, channel: grpc.Channel, bootstrap: str,
                  metadata: MetadataCache, *, isolation: pb.IsolationLevel,
                  request_timeout_ms: float, retry_backoff_ms: float, auto_offset_reset: str,
                  interrupted: threading.Event, check_open: Callable[[], None]) -> None:
-        self.stub = stub
+        self.stub = gateway_pb2_grpc.GatewayStub(channel)
         self.bootstrap = bootstrap
         self.metadata = metadata
         self.isolation = isolation
