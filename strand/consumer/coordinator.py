@@ -50,6 +50,7 @@ from strand.consumer.protocol import (
     encode_assignment,
     encode_subscription,
 )
+from strand.consumer.subscription_state import SubscriptionState
 from strand.errors import ErrorCode, RequestTimedOutError, StrandError, error_for
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb
@@ -87,7 +88,10 @@ class Rebalance:
 
 
 class ConsumerCoordinator:
-    def __init__(self, channel: grpc.Channel, bootstrap: str, group_id: str, client_id: str, *,
+    """Joins with the topics of ``subscriptions`` (the consumer's, shared)."""
+
+    def __init__(self, channel: grpc.Channel, bootstrap: str, group_id: str, client_id: str,
+                 subscriptions: SubscriptionState, *,
                  assignors: Sequence[str] = ("range",), group_instance_id: str | None = None,
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 300_000,
                  heartbeat_interval_ms: int = 3_000, request_timeout_ms: float = 30_000,
@@ -100,6 +104,7 @@ class ConsumerCoordinator:
         self.bootstrap = bootstrap
         self.group_id = group_id
         self.client_id = client_id
+        self.subscriptions = subscriptions
         self.assignors: list[PartitionAssignor] = [assignor_for(name) for name in assignors]
         if not self.assignors:
             raise ValueError("at least one partition assignment strategy is needed")
@@ -112,8 +117,6 @@ class ConsumerCoordinator:
         # Set by the consumer's wakeup(): sleeps end early, check_wakeup() raises.
         self.wakeup = wakeup or threading.Event()
         self.check_wakeup = check_wakeup
-        self.subscribed = False
-        self.topics: tuple[str, ...] = ()
         self.member_id = ""
         self.generation = -1
         self.protocol = ""
@@ -138,14 +141,7 @@ class ConsumerCoordinator:
                                       Exception | None]] = deque()
         self._async_idle = threading.Condition(self._lock)
 
-    # -- subscription -------------------------------------------------------------------------
-
-    def subscribe(self, topics: Iterable[str]) -> None:
-        topics = tuple(sorted(set(topics)))
-        if not self.subscribed or topics != self.topics:
-            self.subscribed = True
-            self.topics = topics
-            self._rejoin = True
+    # -- state ----------------------------------------------------------------------------------
 
     @property
     def cooperative(self) -> bool:
@@ -216,7 +212,7 @@ class ConsumerCoordinator:
             group_instance_id=self.group_instance_id or "", client_id=self.client_id,
             protocol_type="consumer", protocols=[
                 pb.GroupProtocol(name=a.name, metadata=encode_subscription(Subscription(
-                    self.topics, owned_partitions=tuple(sorted(self.owned)),
+                    self.subscriptions.topics, owned_partitions=tuple(sorted(self.owned)),
                     generation=self.generation, group_instance_id=self.group_instance_id)))
                 for a in self.assignors],
             session_timeout_ms=self.session_timeout_ms,
