@@ -20,11 +20,14 @@ consumer: a newly assigned partition starts where ``auto_offset_reset`` says
 (``'earliest'``, the default here, ``'latest'``, or ``'none'``: raise
 NoOffsetForPartitionError until ``seek()``).
 
-How it fetches and what happens on errors: :mod:`strand.consumer.fetcher`
-(pipelined Fetch calls, one per leader node; stale leaders retried, out-of-range
-offsets reset by ``auto_offset_reset``); positions being reset are resolved by
-:mod:`strand.consumer.offset_lookup`. Errors that cannot be retried are raised from
-``poll()`` as their typed StrandError.
+``assign()`` and ``subscribe()`` exclude each other. What is assigned and where
+each partition stands is kept in one
+:class:`~strand.consumer.subscription_state.SubscriptionState`, shared with the
+fetcher and the group mode. How it fetches and what happens on errors:
+:mod:`strand.consumer.fetcher` (pipelined Fetch calls, one per leader node; stale
+leaders retried, out-of-range offsets reset by ``auto_offset_reset``); positions
+being reset are resolved by :mod:`strand.consumer.offset_lookup`. Errors that
+cannot be retried are raised from ``poll()`` as their typed StrandError.
 
 Like Kafka's, a Consumer is not thread-safe: use it from one thread. Two calls may
 come from another thread: ``wakeup()`` makes the blocking call in progress (or the
@@ -40,7 +43,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Literal
 
@@ -50,17 +53,16 @@ from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator, ConsumerGroupMetadata
 from strand.consumer.errors import WakeupError
-from strand.consumer.fetcher import Fetcher, FetchSettings, PartitionState
+from strand.consumer.fetcher import ISOLATION_LEVELS, Fetcher, FetchSettings
 from strand.consumer.group_mode import GroupMode
 from strand.consumer.offset_lookup import EARLIEST, LATEST, OffsetLookup
 from strand.consumer.records import ConsumerRecord
+from strand.consumer.subscription_state import PartitionState, SubscriptionState
 from strand.consumer.topic_metadata import TopicMetadata
 from strand.errors import (
     RequestTimedOutError,
     StrandError,
 )
-from strand.v1 import common_pb2 as pb
-from strand.v1 import gateway_pb2_grpc
 
 __all__ = ["Consumer"]
 
@@ -127,8 +129,7 @@ class Consumer:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
                              f"not {auto_offset_reset!r}")
-        levels = {"read_uncommitted": pb.READ_UNCOMMITTED, "read_committed": pb.READ_COMMITTED}
-        if isolation_level not in levels:
+        if isolation_level not in ISOLATION_LEVELS:
             raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', "
                              f"not {isolation_level!r}")
         if fetch_min_bytes < 0 or fetch_max_wait_ms < 0:
@@ -148,7 +149,7 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.auto_offset_reset = auto_offset_reset
         self.isolation_level = isolation_level
-        self._isolation = levels[isolation_level]
+        isolation = ISOLATION_LEVELS[isolation_level]
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.check_crcs = check_crcs
@@ -156,20 +157,23 @@ class Consumer:
         self._metadata = MetadataCache(max_age_ms=metadata_max_age_ms,
                                        refresh_backoff_ms=retry_backoff_ms)
         self._channel = open_channel(self.bootstrap, self.client_id)
-        self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
-        self._topics = TopicMetadata(self._stub, self.bootstrap, self._metadata,
+        self._topics = TopicMetadata(self._channel, self.bootstrap, self._metadata,
                                      request_timeout_ms)
-        self._fetcher = Fetcher(self._stub, self.bootstrap, self._metadata, FetchSettings(
-            fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes,
-            self._isolation, request_timeout_ms, retry_backoff_ms, check_crcs,
-            auto_offset_reset), self._topics.refresh_if_due)
-        self._states = self._fetcher.states  # the same dict: assign() replaces its content
-        self._drain_rotation = 0
+        # What is assigned and where each partition stands: shared with the fetcher,
+        # the offset lookup and the group mode.
+        self._subscriptions = SubscriptionState()
+        self._fetcher = Fetcher(
+            self._channel, self.bootstrap, self._metadata, self._subscriptions, FetchSettings(
+                fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes,
+                isolation, request_timeout_ms, retry_backoff_ms, check_crcs,
+                auto_offset_reset), self._topics.refresh_if_due)
+        # Fetches in flight for old positions are dropped: the new ones go out at once.
+        self._subscriptions.add_reposition_listener(self._fetcher.cancel)
         self._closed = False
         self._wake = threading.Event()  # set by close() to end a blocked poll
         self._wakeup = threading.Event()  # set by wakeup(): the blocking call raises
         self._offsets = OffsetLookup(
-            self._stub, self.bootstrap, self._metadata, isolation=self._isolation,
+            self._channel, self.bootstrap, self._metadata, isolation=isolation,
             request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
             auto_offset_reset=auto_offset_reset, interrupted=self._wake,
             check_open=self._check_open)
@@ -178,14 +182,15 @@ class Consumer:
         self._group: GroupMode | None = None
         if group_id is not None:
             coordinator = ConsumerCoordinator(
-                self._stub, group_id, self.client_id,
+                self._channel, self.bootstrap, group_id, self.client_id, self._subscriptions,
                 assignors=partition_assignment_strategy, group_instance_id=group_instance_id,
                 session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=max_poll_interval_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 request_timeout_ms=request_timeout_ms, partitions_for=self._partition_count,
                 wakeup=self._wakeup, check_wakeup=self._check_wakeup)
-            self._group = GroupMode(self, coordinator, enable_auto_commit=enable_auto_commit,
+            self._group = GroupMode(self._subscriptions, coordinator, self._metadata,
+                                    enable_auto_commit=enable_auto_commit,
                                     auto_commit_interval_ms=auto_commit_interval_ms,
                                     join_timeout_ms=max_poll_interval_ms,
                                     metadata_max_age_ms=metadata_max_age_ms,
@@ -195,14 +200,12 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Consume exactly these partitions (replacing the previous assignment). Kept
-        partitions keep their positions; new ones start by ``auto_offset_reset``."""
+        partitions keep their positions; new ones start by ``auto_offset_reset``. Not
+        while subscribed to a group (``unsubscribe()`` first)."""
         self._check_open()
         wanted = list(dict.fromkeys(_tp(p) for p in partitions))
         self._unstash()
-        states = {tp: self._states.get(tp) or PartitionState() for tp in wanted}
-        self._states.clear()
-        self._states.update(states)
-        self._fetcher.cancel()
+        self._subscriptions.assign_from_user(wanted)
         self._metadata.add_topics(tp.topic for tp in wanted)
 
     def unassign(self) -> None:
@@ -215,24 +218,26 @@ class Consumer:
         """Consume ``topics`` (or every topic whose whole name matches ``pattern``) as
         a member of ``group_id``: the group shares their partitions among its
         members. ``listener`` may have Kafka's
-        ``on_partitions_revoked/assigned/lost(partitions)`` methods."""
+        ``on_partitions_revoked/assigned/lost(partitions)`` methods. Not while
+        partitions are assigned with ``assign()`` (``unassign()`` first)."""
         group = self._group_mode("subscribe()")
         topics = [topics] if isinstance(topics, str) else list(topics)
         if (pattern is None) == (not topics):
             raise ValueError("subscribe() takes topics or a pattern (one of the two)")
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
-        self._metadata.add_topics(topics)
         group.subscribe(topics, listener, compiled)
+        self._metadata.add_topics(topics)
 
     def unsubscribe(self) -> None:
         """Give up the group's partitions (committed first with auto commit; the
         listener's ``on_partitions_revoked`` is called) and leave the group."""
         self._group_mode("unsubscribe()").unsubscribe()
+        self._unstash()  # records taken for iteration belonged to the partitions given up
 
     def subscription(self) -> set[str]:
         """The topics subscribed to (for a pattern: those it matches now)."""
-        coordinator = self._group_mode("subscription()").coordinator
-        return set(coordinator.topics) if coordinator.subscribed else set()
+        self._group_mode("subscription()")
+        return set(self._subscriptions.topics)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group, generation and member id this consumer has now."""
@@ -255,7 +260,7 @@ class Consumer:
         on success) runs in this thread from a later ``poll()``, ``commit()`` or
         ``close()``."""
         group = self._group_mode("commit_async()")
-        chosen = group.positions() if offsets is None else {
+        chosen = self._subscriptions.positions() if offsets is None else {
             _tp(tp): o for tp, o in offsets.items()}
         group.coordinator.commit_async(chosen, callback)
 
@@ -272,22 +277,6 @@ class Consumer:
             raise ValueError(f"{what} needs a group_id")
         return self._group
 
-    def _assign_from_group(self, partitions: list[TopicPartition],
-                           fresh: Collection[TopicPartition] = ()) -> None:
-        """The group's assignment. ``fresh`` partitions (newly given to this member)
-        start anew, at the committed offset once fetched (as Kafka's: also those an
-        eager rebalance took away and gave back)."""
-        self.assign(partitions)
-        for tp in fresh:
-            if tp in self._states:
-                self._states[tp] = PartitionState(awaiting_committed=True)
-
-    def _awaiting_committed(self) -> list[TopicPartition]:
-        return [tp for tp, s in self._states.items() if s.awaiting_committed]
-
-    def _known_positions(self) -> dict[TopicPartition, int]:
-        return {tp: s.position for tp, s in self._states.items() if s.position is not None}
-
     def _partition_count(self, topic: str) -> int | None:
         """For the group leader's assignment: None for a topic that does not exist."""
         try:
@@ -296,13 +285,10 @@ class Consumer:
             return None
 
     def assignment(self) -> set[TopicPartition]:
-        return set(self._states)
+        return self._subscriptions.assigned_partitions()
 
     def _state(self, tp: TopicPartition | tuple[str, int]) -> PartitionState:
-        state = self._states.get(_tp(tp))
-        if state is None:
-            raise ValueError(f"{_tp(tp)} is not assigned to this consumer")
-        return state
+        return self._subscriptions.state(_tp(tp))
 
     # ------------------------------------------------------------------ seeking
 
@@ -312,8 +298,7 @@ class Consumer:
         if type(offset) is not int or offset < 0:
             raise ValueError(f"offset must be an int >= 0, not {offset!r}")
         self._unstash()
-        self._state(tp).seek(offset)
-        self._fetcher.cancel()
+        self._subscriptions.seek(_tp(tp), offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
         """Start these partitions (default: all assigned) at their log start offset."""
@@ -327,11 +312,8 @@ class Consumer:
                        strategy: str) -> None:
         self._check_open()
         self._unstash()
-        targets = [self._state(tp) for tp in partitions] if partitions else list(
-            self._states.values())
-        for state in targets:
-            state.request_reset(strategy)
-        self._fetcher.cancel()
+        self._subscriptions.request_reset(map(_tp, partitions) if partitions else None,
+                                          strategy)
 
     def position(self, tp: TopicPartition | tuple[str, int], timeout_ms: float | None = None
                  ) -> int:
@@ -362,17 +344,14 @@ class Consumer:
     def pause(self, *partitions: TopicPartition | tuple[str, int]) -> None:
         """Stop returning and fetching these partitions' records until ``resume()``."""
         self._unstash()
-        for tp in partitions:
-            self._state(tp).paused = True
+        self._subscriptions.pause(map(_tp, partitions))
 
     def resume(self, *partitions: TopicPartition | tuple[str, int]) -> None:
         self._unstash()
-        for tp in partitions:
-            self._state(tp).paused = False
-        self._fetcher.cancel()  # let the resumed partitions join the next fetch now
+        self._subscriptions.resume(map(_tp, partitions))
 
     def paused(self) -> set[TopicPartition]:
-        return {tp for tp, state in self._states.items() if state.paused}
+        return self._subscriptions.paused()
 
     # ------------------------------------------------------------------- poll
 
@@ -394,7 +373,7 @@ class Consumer:
             self._raise_errors()
             self._update_positions()
             self._fetcher.collect()
-            records = self._drain(limit)
+            records = self._fetcher.drain(limit)
             if not self._closed:
                 self._fetcher.send()
             if records:
@@ -406,39 +385,6 @@ class Consumer:
             self._fetcher.wait(remaining)
             if self._closed:
                 return {}  # closed from another thread while waiting
-
-    def _drain(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        states = list(self._states.items())
-        if not states:
-            return out
-        start = self._drain_rotation % len(states)
-        taken = 0
-        for index, (tp, state) in enumerate(states[start:] + states[:start]):
-            if state.paused or state.position is None or not state.buffered:
-                continue
-            buffered = state.buffered
-            while buffered and taken < limit:
-                chunk = buffered[0]
-                try:
-                    records, position = chunk.take(state.position, limit - taken)
-                except StrandError as exc:  # a corrupt batch: drop the answer, report it
-                    buffered.clear()
-                    state.fetch_offset = state.position
-                    state.version += 1
-                    state.error = exc
-                    break
-                state.position = position
-                if records:
-                    out.setdefault(tp, []).extend(records)
-                    taken += len(records)
-                if chunk.done:
-                    buffered.popleft()
-            if taken >= limit:
-                # The partition that filled this poll goes last next time.
-                self._drain_rotation = (start + index + 1) % len(states)
-                break
-        return out
 
     # ---------------------------------------------------------------- iteration
 
@@ -466,7 +412,7 @@ class Consumer:
             for records in batches.values():
                 self._stash.extend(records)
         record = self._stash.popleft()
-        state = self._states.get(TopicPartition(record.topic, record.partition))
+        state = self._subscriptions.get(TopicPartition(record.topic, record.partition))
         if state is not None:
             state.position = record.offset + 1
         return record
@@ -480,21 +426,17 @@ class Consumer:
             first.setdefault(TopicPartition(record.topic, record.partition), record.offset)
         self._stash.clear()
         for tp, offset in first.items():
-            state = self._states.get(tp)
-            if state is not None:
-                state.seek(offset)
-                self._fetcher.cancel()
+            if self._subscriptions.is_assigned(tp):
+                self._subscriptions.seek(tp, offset)
 
     def _update_positions(self) -> None:
-        if self._offsets.update_positions(self._states):
+        if self._offsets.update_positions(self._subscriptions):
             self._fetcher.cancel()  # the new positions join the next fetch at once
 
     def _raise_errors(self) -> None:
-        for state in self._states.values():
-            error = state.error
-            if error is not None and not state.paused:
-                state.error = None
-                raise error
+        error = self._subscriptions.take_error()
+        if error is not None:
+            raise error
 
     # ---------------------------------------------------------------- offsets
 
@@ -579,4 +521,4 @@ class Consumer:
 
     def __repr__(self) -> str:
         return (f"Consumer(client_id={self.client_id!r}, bootstrap={self.bootstrap!r}, "
-                f"assignment={sorted(self._states)})")
+                f"assignment={sorted(self._subscriptions.assigned_partitions())})")

@@ -17,6 +17,9 @@ older commit can never overwrite a newer one (Kafka gets this order from its sin
 connection; gRPC calls may overtake each other). Their callbacks run in the
 consumer's thread, from ``poll()``, ``commit()`` or ``close()``.
 
+A call that gets no answer is raised by ``commit()`` and ``committed()`` as the SDK's
+TransportError (RequestTimedOutError for a deadline), never as a gRPC error.
+
 Not thread-safe beyond the heartbeat thread it owns and ``interrupt()``; the
 Consumer drives it from ``poll()``.
 """
@@ -33,6 +36,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from strand.client.channel import transport_error
 from strand.client.structs import TopicPartition
 from strand.consumer.assignors import (
     PartitionAssignor,
@@ -46,7 +50,8 @@ from strand.consumer.protocol import (
     encode_assignment,
     encode_subscription,
 )
-from strand.errors import ErrorCode, RequestTimedOutError, error_for
+from strand.consumer.subscription_state import SubscriptionState
+from strand.errors import ErrorCode, RequestTimedOutError, StrandError, error_for
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb
 
@@ -83,7 +88,10 @@ class Rebalance:
 
 
 class ConsumerCoordinator:
-    def __init__(self, stub: gateway_pb2_grpc.GatewayStub, group_id: str, client_id: str, *,
+    """Joins with the topics of ``subscriptions`` (the consumer's, shared)."""
+
+    def __init__(self, channel: grpc.Channel, bootstrap: str, group_id: str, client_id: str,
+                 subscriptions: SubscriptionState, *,
                  assignors: Sequence[str] = ("range",), group_instance_id: str | None = None,
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 300_000,
                  heartbeat_interval_ms: int = 3_000, request_timeout_ms: float = 30_000,
@@ -92,9 +100,11 @@ class ConsumerCoordinator:
                  check_wakeup: Callable[[], None] = lambda: None) -> None:
         if not group_id:
             raise ValueError("group_id must not be empty")
-        self.stub = stub
+        self.stub = gateway_pb2_grpc.GatewayStub(channel)
+        self.bootstrap = bootstrap
         self.group_id = group_id
         self.client_id = client_id
+        self.subscriptions = subscriptions
         self.assignors: list[PartitionAssignor] = [assignor_for(name) for name in assignors]
         if not self.assignors:
             raise ValueError("at least one partition assignment strategy is needed")
@@ -107,8 +117,6 @@ class ConsumerCoordinator:
         # Set by the consumer's wakeup(): sleeps end early, check_wakeup() raises.
         self.wakeup = wakeup or threading.Event()
         self.check_wakeup = check_wakeup
-        self.subscribed = False
-        self.topics: tuple[str, ...] = ()
         self.member_id = ""
         self.generation = -1
         self.protocol = ""
@@ -133,14 +141,7 @@ class ConsumerCoordinator:
                                       Exception | None]] = deque()
         self._async_idle = threading.Condition(self._lock)
 
-    # -- subscription -------------------------------------------------------------------------
-
-    def subscribe(self, topics: Iterable[str]) -> None:
-        topics = tuple(sorted(set(topics)))
-        if not self.subscribed or topics != self.topics:
-            self.subscribed = True
-            self.topics = topics
-            self._rejoin = True
+    # -- state ----------------------------------------------------------------------------------
 
     @property
     def cooperative(self) -> bool:
@@ -206,12 +207,12 @@ class ConsumerCoordinator:
     def _join_and_sync(self, deadline: float) -> list[TopicPartition] | None:
         if time.monotonic() > deadline:
             raise RequestTimedOutError(f"could not join group {self.group_id!r} in time")
-        joined = self._call(self.stub.JoinGroup, pb.JoinGroupRequest(
+        joined = self._call(self.stub.JoinGroup, "JoinGroup", pb.JoinGroupRequest(
             group_id=self.group_id, member_id=self.member_id,
             group_instance_id=self.group_instance_id or "", client_id=self.client_id,
             protocol_type="consumer", protocols=[
                 pb.GroupProtocol(name=a.name, metadata=encode_subscription(Subscription(
-                    self.topics, owned_partitions=tuple(sorted(self.owned)),
+                    self.subscriptions.topics, owned_partitions=tuple(sorted(self.owned)),
                     generation=self.generation, group_instance_id=self.group_instance_id)))
                 for a in self.assignors],
             session_timeout_ms=self.session_timeout_ms,
@@ -238,7 +239,7 @@ class ConsumerCoordinator:
         assignments = []
         if joined.leader_id == self.member_id:
             assignments = self._assign(joined)
-        synced = self._call(self.stub.SyncGroup, pb.SyncGroupRequest(
+        synced = self._call(self.stub.SyncGroup, "SyncGroup", pb.SyncGroupRequest(
             group_id=self.group_id, member_id=self.member_id,
             generation_id=self.generation, group_instance_id=self.group_instance_id or "",
             assignments=assignments), timeout=self.request_timeout_s)
@@ -269,21 +270,23 @@ class ConsumerCoordinator:
         return [pb.SyncGroupAssignment(member_id=member, assignment=encode_assignment(a))
                 for member, a in assignments.items()]
 
-    def _call(self, method: Any, request: object, timeout: float) -> Any:
+    def _call(self, method: Any, name: str, request: object, timeout: float) -> Any:
         """As ``_call_once``, but None after a transport failure or a cancel that was
         not a wakeup (the caller tries again, after a backoff for a failure)."""
         try:
-            return self._call_once(method, request, timeout)
+            return self._call_once(method, name, request, timeout)
         except grpc.FutureCancelledError:
             return None
-        except grpc.RpcError as exc:
+        except StrandError as exc:  # only transport failures: answers are returned
             log.debug("group call failed, retrying: %s", exc)
             self.wakeup.wait(RETRY_BACKOFF_S)
             return None
 
-    def _call_once(self, method: Any, request: object, timeout: float | None = None) -> Any:
+    def _call_once(self, method: Any, name: str, request: object,
+                   timeout: float | None = None) -> Any:
         """A call ``interrupt()`` can cancel: WakeupError when a wakeup() did, else
-        the cancel or transport error is raised."""
+        the cancel is raised; a transport failure is raised as its StrandError
+        (TransportError, RequestTimedOutError for a deadline)."""
         future = method.future(request, timeout=self.request_timeout_s
                                if timeout is None else timeout)
         self._pending_call = future
@@ -292,6 +295,8 @@ class ConsumerCoordinator:
         except grpc.FutureCancelledError:
             self.check_wakeup()  # raises WakeupError when that is why
             raise
+        except grpc.RpcError as exc:
+            raise transport_error(exc, self.bootstrap, name) from None
         finally:
             self._pending_call = None
 
@@ -376,7 +381,8 @@ class ConsumerCoordinator:
         self.flush_async(self.request_timeout_s)
         if not offsets:
             return
-        answer = self._call_once(self.stub.OffsetCommit, self._commit_request(offsets))
+        answer = self._call_once(self.stub.OffsetCommit, "OffsetCommit",
+                                 self._commit_request(offsets))
         error = self._commit_error(answer)
         if error is not None:
             raise error
@@ -446,7 +452,7 @@ class ConsumerCoordinator:
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         wanted = list(partitions)
-        answer = self._call_once(self.stub.OffsetFetch, pb.OffsetFetchRequest(
+        answer = self._call_once(self.stub.OffsetFetch, "OffsetFetch", pb.OffsetFetchRequest(
             group_id=self.group_id, partitions=[
                 pb.OffsetFetchRequest.Partition(topic=tp.topic, partition=tp.partition)
                 for tp in wanted]))

@@ -1,5 +1,6 @@
 """The consumer's fetch path (Kafka's ``Fetcher``): which partitions to fetch, the
-Fetch calls in flight, and their answers turned into buffered data or errors.
+Fetch calls in flight, their answers turned into buffered data or errors, and the
+buffered records handed out to ``poll()``.
 
 Fetch calls go to the gateway for the assigned, unpaused partitions that have less
 than two answers buffered, long-polling up to ``fetch_max_wait_ms`` for
@@ -22,9 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -33,11 +33,13 @@ from strand.client.channel import TransportError, transport_error
 from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.fetch_buffer import CompletedFetch
+from strand.consumer.records import ConsumerRecord
+from strand.consumer.subscription_state import PartitionState, SubscriptionState
 from strand.errors import ErrorCode, OffsetOutOfRangeError, StrandError, error_for
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 
-__all__ = ["STALE_METADATA", "TRANSIENT", "FetchSettings", "Fetcher", "PartitionState"]
+__all__ = ["ISOLATION_LEVELS", "STALE_METADATA", "TRANSIENT", "FetchSettings", "Fetcher"]
 
 log = logging.getLogger(__name__)
 
@@ -59,46 +61,8 @@ _MAX_BUFFERED = 2  # answers buffered per partition before it is left out of fet
 # and this consumer work on different answers at the same time (a fetch of every
 # partition at once leaves two of the three idle while the third works).
 _MAX_FETCHES = 2
-
-
-@dataclass(slots=True)
-class PartitionState:
-    """One assigned partition, as the consumer sees it."""
-
-    position: int | None = None  # offset of the next record poll() returns
-    reset: str | None = None  # a pending reset: "earliest" or "latest"
-    fetch_offset: int = 0  # where the next fetch starts (after what is buffered)
-    version: int = 0  # bumped by every seek/reset: answers to older fetches are dropped
-    paused: bool = False
-    retry_at: float = 0.0  # monotonic seconds: no fetch/list-offsets before
-    error: StrandError | None = None  # raised by the next poll()
-    # Given by the group: its position is the committed offset, still to be fetched
-    # (auto_offset_reset applies only once the group says nothing is committed).
-    awaiting_committed: bool = False
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    last_stable_offset: int = -1
-    buffered: deque[CompletedFetch] = field(default_factory=deque)
-
-    def clear(self) -> None:
-        """Forget what is buffered and pending: answers in flight are dropped too."""
-        self.version += 1
-        self.buffered.clear()
-        self.error = None
-        self.retry_at = 0.0
-
-    def seek(self, offset: int) -> None:
-        self.clear()
-        self.awaiting_committed = False
-        self.position = offset
-        self.fetch_offset = offset
-        self.reset = None
-
-    def request_reset(self, strategy: str) -> None:
-        self.clear()
-        self.awaiting_committed = False
-        self.position = None
-        self.reset = strategy
+ISOLATION_LEVELS = {"read_uncommitted": pb.READ_UNCOMMITTED,
+                    "read_committed": pb.READ_COMMITTED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,33 +85,34 @@ class _Inflight:
 
 
 class Fetcher:
-    """Fetch calls for the partitions in ``states`` (the consumer's own dict, shared)."""
+    """Fetch calls for the assigned partitions of ``subscriptions`` (the consumer's,
+    shared), and their buffered answers handed out as records (``drain``)."""
 
-    def __init__(self, stub: gateway_pb2_grpc.GatewayStub, bootstrap: str,
-                 metadata: MetadataCache, settings: FetchSettings,
+    def __init__(self, channel: grpc.Channel, bootstrap: str, metadata: MetadataCache,
+                 subscriptions: SubscriptionState, settings: FetchSettings,
                  refresh_metadata: Callable[[], None]) -> None:
-        self.stub = stub
+        self.stub = gateway_pb2_grpc.GatewayStub(channel)
         self.bootstrap = bootstrap
         self.metadata = metadata
+        self.subscriptions = subscriptions
         self.settings = settings
         self.refresh_metadata = refresh_metadata
-        self.states: dict[TopicPartition, PartitionState] = {}
         self.done = threading.Event()  # set when any fetch in flight completes
         self._inflight: list[_Inflight] = []
         self._retry_at = 0.0  # after a transport failure of a whole fetch
         self._rotation = 0
+        self._drain_rotation = 0
 
     # ---------------------------------------------------------------- sending
 
     def _fetchable(self, now: float) -> list[tuple[TopicPartition, PartitionState]]:
-        states = list(self.states.items())
+        states = self.subscriptions.assigned_states()
         if not states:
             return []
         self._rotation = (self._rotation + 1) % len(states)
         start = self._rotation
         return [(tp, s) for tp, s in states[start:] + states[:start]
-                if not s.paused and s.position is not None and s.error is None
-                and s.reset is None and s.retry_at <= now and len(s.buffered) < _MAX_BUFFERED]
+                if s.fetchable and s.retry_at <= now and len(s.buffered) < _MAX_BUFFERED]
 
     def send(self) -> None:
         """Send fetches for the fetchable partitions not in flight yet, up to
@@ -207,7 +172,7 @@ class Fetcher:
         seconds pass (``done.set()`` from another thread also ends it)."""
         now = time.monotonic()
         pause = remaining
-        for state in self.states.values():
+        for _, state in self.subscriptions.assigned_states():
             if state.retry_at > now:
                 pause = min(pause, state.retry_at - now)
         if self._retry_at > now:
@@ -248,7 +213,7 @@ class Fetcher:
             for part in topic_response.partitions:
                 tp = TopicPartition(topic, part.partition)
                 expected = inflight.sent.get(tp)
-                state = self.states.get(tp)
+                state = self.subscriptions.get(tp)
                 if (expected is None or state is None
                         or expected != (state.fetch_offset, state.version)):
                     continue  # the partition was sought, reset or unassigned meanwhile
@@ -297,3 +262,39 @@ class Fetcher:
             state.retry_at = now + settings.retry_backoff_ms / 1000
             return
         state.error = error_for(code, f"fetch of {tp}: {message}")
+
+    # -------------------------------------------------------------- handing out
+
+    def drain(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``limit`` buffered records of the unpaused partitions, moving their
+        positions past them. The partition that fills the answer goes last next time."""
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        states = self.subscriptions.assigned_states()
+        if not states:
+            return out
+        start = self._drain_rotation % len(states)
+        taken = 0
+        for index, (tp, state) in enumerate(states[start:] + states[:start]):
+            if state.paused or state.position is None or not state.buffered:
+                continue
+            buffered = state.buffered
+            while buffered and taken < limit:
+                chunk = buffered[0]
+                try:
+                    records, position = chunk.take(state.position, limit - taken)
+                except StrandError as exc:  # a corrupt batch: drop the answer, report it
+                    buffered.clear()
+                    state.fetch_offset = state.position
+                    state.version += 1
+                    state.error = exc
+                    break
+                state.position = position
+                if records:
+                    out.setdefault(tp, []).extend(records)
+                    taken += len(records)
+                if chunk.done:
+                    buffered.popleft()
+            if taken >= limit:
+                self._drain_rotation = (start + index + 1) % len(states)
+                break
+        return out

@@ -21,16 +21,13 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-import grpc
-
+from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator, Rebalance
+from strand.consumer.subscription_state import SubscriptionState
 from strand.errors import StrandError
-
-if TYPE_CHECKING:
-    from strand.consumer.consumer import Consumer
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +49,21 @@ def _notify(listener: object, method: str, partitions: set[TopicPartition]) -> N
 
 
 class GroupMode:
-    def __init__(self, consumer: Consumer, coordinator: ConsumerCoordinator, *,
-                 enable_auto_commit: bool, auto_commit_interval_ms: float,
-                 join_timeout_ms: float, metadata_max_age_ms: float,
+    """Drives ``coordinator`` for the consumer: the subscription and the assignment it
+    reads and writes are the consumer's ``subscriptions``; ``metadata`` is told the
+    topics to follow."""
+
+    def __init__(self, subscriptions: SubscriptionState, coordinator: ConsumerCoordinator,
+                 metadata: MetadataCache, *, enable_auto_commit: bool,
+                 auto_commit_interval_ms: float, join_timeout_ms: float,
+                 metadata_max_age_ms: float,
                  topic_partitions: Callable[[], dict[str, int]]) -> None:
-        self.consumer = consumer
+        self.subscriptions = subscriptions
         self.coordinator = coordinator
+        self.metadata = metadata
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self.join_timeout_s = join_timeout_ms / 1000
-        self.listener: object | None = None
-        self.pattern: re.Pattern[str] | None = None
         self.metadata_max_age_s = metadata_max_age_ms / 1000
         self.topic_partitions = topic_partitions
         self._next_check = time.monotonic() + self.metadata_max_age_s
@@ -72,11 +73,11 @@ class GroupMode:
 
     def subscribe(self, topics: list[str], listener: object | None,
                   pattern: re.Pattern[str] | None = None) -> None:
-        self.listener = listener
-        self.pattern = pattern
         if pattern is None:
-            self.coordinator.subscribe(topics)
+            if self.subscriptions.subscribe(topics, listener):
+                self.coordinator.request_rejoin()
         else:
+            self.subscriptions.subscribe_pattern(pattern, listener)
             self._check_metadata()
 
     def _check_metadata(self) -> None:
@@ -88,14 +89,17 @@ class GroupMode:
             log.info("partitions of subscribed topics changed: rejoining to reassign",
                      extra={"group": coordinator.group_id})
             coordinator.request_rejoin()
-        if self.pattern is None:
+        subscriptions = self.subscriptions
+        pattern = subscriptions.pattern
+        if pattern is None:
             return
-        topics = [t for t in counts if self.pattern.fullmatch(t)]
-        if not coordinator.subscribed or set(topics) != set(coordinator.topics):
-            log.info("pattern %r matches %s", self.pattern.pattern, topics,
-                     extra={"group": self.coordinator.group_id})
-            self.consumer._metadata.add_topics(topics)
-            self.coordinator.subscribe(topics)
+        topics = [t for t in counts if pattern.fullmatch(t)]
+        if not subscriptions.subscribed or set(topics) != set(subscriptions.topics):
+            log.info("pattern %r matches %s", pattern.pattern, topics,
+                     extra={"group": coordinator.group_id})
+            self.metadata.add_topics(topics)
+            if subscriptions.change_subscription(topics):
+                coordinator.request_rejoin()
 
     def unsubscribe(self) -> None:
         """Give the partitions up (committing them first with auto commit) and leave."""
@@ -103,21 +107,18 @@ class GroupMode:
         if owned:
             self._before_revoke(owned)
         self.coordinator.close(leave=True)
-        self.coordinator.subscribed = False
-        self.coordinator.topics = ()
-        self.pattern = None
-        self.consumer._assign_from_group([])
+        self.subscriptions.unsubscribe()
 
     def before_poll(self) -> None:
         coordinator = self.coordinator
         coordinator.last_poll = time.monotonic()
         coordinator.run_commit_callbacks()
-        if coordinator.subscribed and time.monotonic() >= self._next_check:
+        if self.subscriptions.subscribed and time.monotonic() >= self._next_check:
             try:
                 self._check_metadata()
             except StrandError as exc:  # the gateway is away: again next poll
                 log.info("could not refresh the group's topics: %s", exc)
-        if coordinator.needs_rejoin and coordinator.subscribed:
+        if coordinator.needs_rejoin and self.subscriptions.subscribed:
             result = self.coordinator.ensure_active(self.join_timeout_s,
                                                     before_join=self._before_revoke)
             if result is not None:
@@ -136,18 +137,20 @@ class GroupMode:
                 self.commit_positions(partitions)
             except StrandError as exc:
                 log.warning("could not commit revoked partitions: %s", exc)
-        _notify(self.listener, "on_partitions_revoked", partitions)
+        _notify(self.subscriptions.listener, "on_partitions_revoked", partitions)
 
     def _apply(self, result: Rebalance) -> None:
-        consumer = self.consumer
+        subscriptions = self.subscriptions
         if result.lost:
-            _notify(self.listener, "on_partitions_lost", result.lost)
+            _notify(subscriptions.listener, "on_partitions_lost", result.lost)
         elif result.revoked and self.coordinator.cooperative:
-            _notify(self.listener, "on_partitions_revoked", result.revoked)
-        consumer._assign_from_group(sorted(self.coordinator.owned), result.assigned)
+            _notify(subscriptions.listener, "on_partitions_revoked", result.revoked)
+        owned = sorted(self.coordinator.owned)
+        subscriptions.assign_from_subscribed(owned, result.assigned)
+        self.metadata.add_topics(tp.topic for tp in owned)
         self._committed_pending = bool(result.assigned)
         self.fetch_committed()  # failing, it is tried again by the next poll()
-        _notify(self.listener, "on_partitions_assigned", result.assigned)
+        _notify(subscriptions.listener, "on_partitions_assigned", result.assigned)
 
     def fetch_committed(self) -> None:
         """Start the partitions the group gave this member at their committed offsets
@@ -155,39 +158,19 @@ class GroupMode:
         waiting, without a position, for the next try: never a silent reset."""
         if not self._committed_pending:  # every poll asks: no scan of the assignment
             return
-        consumer = self.consumer
-        pending = consumer._awaiting_committed()
+        pending = self.subscriptions.awaiting_committed()
         if pending:
             try:
                 committed = self.coordinator.committed(pending)
-            except (StrandError, grpc.RpcError) as exc:
+            except StrandError as exc:
                 log.info("could not fetch committed offsets, retrying at the next poll: %s",
                          exc)
                 return
-            self._apply_committed(committed)
+            self.subscriptions.apply_committed(committed)
         self._committed_pending = False
 
-    def _apply_committed(self, committed: dict[TopicPartition, int | None]) -> None:
-        consumer = self.consumer
-        for tp, offset in committed.items():
-            state = consumer._states.get(tp)
-            if state is None or not state.awaiting_committed:
-                continue  # sought, or taken away, meanwhile
-            if offset is None:
-                state.awaiting_committed = False  # auto_offset_reset decides
-            else:
-                state.seek(offset)
-        consumer._fetcher.cancel()  # the new positions join the next fetch at once
-
-    def positions(self, partitions: set[TopicPartition] | None = None
-                  ) -> dict[TopicPartition, int]:
-        positions = self.consumer._known_positions()
-        if partitions is not None:
-            positions = {tp: o for tp, o in positions.items() if tp in partitions}
-        return positions
-
     def commit_positions(self, partitions: set[TopicPartition] | None = None) -> None:
-        self.coordinator.commit(self.positions(partitions))
+        self.coordinator.commit(self.subscriptions.positions(partitions))
 
     def close(self, timeout_s: float) -> None:
         if self.enable_auto_commit and self.coordinator.member_id:

@@ -14,7 +14,8 @@ from strand.client.channel import TransportError, transport_error
 from strand.client.metadata import MetadataCache
 from strand.client.structs import TopicPartition
 from strand.consumer.errors import NoOffsetForPartitionError
-from strand.consumer.fetcher import STALE_METADATA, TRANSIENT, PartitionState
+from strand.consumer.fetcher import STALE_METADATA, TRANSIENT
+from strand.consumer.subscription_state import SubscriptionState
 from strand.errors import ErrorCode, RequestTimedOutError, StrandError, error_for
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
@@ -27,11 +28,11 @@ _RESET_TIMESTAMP = {"earliest": EARLIEST, "latest": LATEST}
 
 
 class OffsetLookup:
-    def __init__(self, stub: gateway_pb2_grpc.GatewayStub, bootstrap: str,
+    def __init__(self, channel: grpc.Channel, bootstrap: str,
                  metadata: MetadataCache, *, isolation: pb.IsolationLevel,
                  request_timeout_ms: float, retry_backoff_ms: float, auto_offset_reset: str,
                  interrupted: threading.Event, check_open: Callable[[], None]) -> None:
-        self.stub = stub
+        self.stub = gateway_pb2_grpc.GatewayStub(channel)
         self.bootstrap = bootstrap
         self.metadata = metadata
         self.isolation = isolation
@@ -41,12 +42,12 @@ class OffsetLookup:
         self.interrupted = interrupted  # set by close(): ends a retry wait at once
         self.check_open = check_open
 
-    def update_positions(self, states: dict[TopicPartition, PartitionState]) -> bool:
-        """Resolve pending resets (and positions never set) with one ListOffsets call;
-        True if any position was set."""
+    def update_positions(self, subscriptions: SubscriptionState) -> bool:
+        """Resolve the assigned partitions' pending resets (and positions never set)
+        with one ListOffsets call; True if any position was set."""
         now = time.monotonic()
         wanted: dict[TopicPartition, int] = {}
-        for tp, pending in states.items():
+        for tp, pending in subscriptions.assigned_states():
             if (pending.position is not None or pending.retry_at > now
                     or pending.awaiting_committed):
                 continue
@@ -57,12 +58,12 @@ class OffsetLookup:
             wanted[tp] = _RESET_TIMESTAMP[strategy]
         if not wanted:
             return False
-        versions = {tp: states[tp].version for tp in wanted}
+        versions = {tp: subscriptions.state(tp).version for tp in wanted}
         results = self.once(wanted)
         now = time.monotonic()
         changed = False
         for tp, (code, offset, message) in results.items():
-            state = states.get(tp)
+            state = subscriptions.get(tp)
             if state is None or state.version != versions[tp] or state.position is not None:
                 continue
             if code == ErrorCode.NONE and offset >= 0:

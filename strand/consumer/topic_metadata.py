@@ -18,9 +18,9 @@ __all__ = ["TopicMetadata"]
 
 
 class TopicMetadata:
-    def __init__(self, stub: gateway_pb2_grpc.GatewayStub, bootstrap: str,
+    def __init__(self, channel: grpc.Channel, bootstrap: str,
                  cache: MetadataCache, request_timeout_ms: float) -> None:
-        self.stub = stub
+        self.stub = gateway_pb2_grpc.GatewayStub(channel)
         self.bootstrap = bootstrap
         self.cache = cache
         self.request_timeout_ms = request_timeout_ms

@@ -55,18 +55,20 @@ def test_a_failed_committed_fetch_leaves_the_partition_waiting_not_reset(
         def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
             assigned.append(partitions)
 
-    consumer._group.listener = Listener()  # type: ignore[union-attr]
+    consumer.subscribe(["t"], listener=Listener())
     group.rebalance = Rebalance(assigned={TP0, TP1})
     group.committed = {TP0: 42}
     group.failures = 2  # both tries of this poll fail
     consumer._group.before_poll()  # type: ignore[union-attr]
     assert assigned == [{TP0, TP1}]  # told at once, as Kafka does
-    assert consumer._awaiting_committed() and consumer._known_positions() == {}
+    subscriptions = consumer._subscriptions
+    assert subscriptions.awaiting_committed() and subscriptions.positions() == {}
     consumer._update_positions()  # what poll() does next: no reset for these
-    assert all(s.reset is None and s.position is None for s in consumer._states.values())
+    assert all(s.reset is None and s.position is None
+               for _, s in subscriptions.assigned_states())
     consumer._group.before_poll()  # type: ignore[union-attr]  # the next poll: it works
-    assert consumer._known_positions() == {TP0: 42}
-    assert not consumer._awaiting_committed()  # TP1: nothing committed, reset decides
+    assert subscriptions.positions() == {TP0: 42}
+    assert not subscriptions.awaiting_committed()  # TP1: nothing committed, reset decides
 
 
 def test_an_eager_rebalance_giving_a_partition_back_starts_it_anew(consumer: Consumer) -> None:
@@ -78,11 +80,12 @@ def test_an_eager_rebalance_giving_a_partition_back_starts_it_anew(consumer: Con
     consumer._group.before_poll()  # type: ignore[union-attr]
     # Nothing committed: it starts by auto_offset_reset, like any partition given to
     # a member (the next owner could have been another member), not where it was.
-    assert consumer._known_positions() == {} and not consumer._awaiting_committed()
+    subscriptions = consumer._subscriptions
+    assert subscriptions.positions() == {} and not subscriptions.awaiting_committed()
     group.committed = {TP0: 5}
     group.rebalance = Rebalance(revoked={TP0}, assigned={TP0})
     consumer._group.before_poll()  # type: ignore[union-attr]
-    assert consumer._known_positions() == {TP0: 5}
+    assert subscriptions.positions() == {TP0: 5}
 
 
 def test_a_seek_in_the_listener_wins_over_the_committed_offset(consumer: Consumer) -> None:
@@ -92,10 +95,10 @@ def test_a_seek_in_the_listener_wins_over_the_committed_offset(consumer: Consume
         def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
             consumer.seek(TP0, 0)
 
-    consumer._group.listener = Rewind()  # type: ignore[union-attr]
+    consumer.subscribe(["t"], listener=Rewind())
     group.rebalance = Rebalance(assigned={TP0})
     group.committed = {TP0: 7}
     group.failures = 2  # the fetches of this poll fail; the listener's seek settles it
     consumer._group.before_poll()  # type: ignore[union-attr]
     consumer._group.before_poll()  # type: ignore[union-attr]
-    assert consumer._known_positions() == {TP0: 0}
+    assert consumer._subscriptions.positions() == {TP0: 0}
