@@ -1,20 +1,11 @@
-"""The SDK's producer and its internals: partitioning, the record accumulator and its
-batches (domain code, no network), and the sender thread that ships batches.
+"""The SDK's producer and its internals: partitioning, the record accumulator, its
+batches and its buffer memory (domain code, no network), and the sender thread that
+ships batches.
 """
 
-from strand.producer.accumulator import (
-    Callback,
-    LeaderOf,
-    ProducerBatch,
-    ReadyCheckResult,
-    RecordAccumulator,
-    RecordAppendResult,
-    RecordFuture,
-    RecordMetadata,
-    TopicPartition,
-    record_size,
-)
+from strand.producer.buffer_pool import BufferPool
 from strand.producer.errors import BufferExhaustedError, ProducerClosedError
+from strand.producer.future import RecordFuture, RecordMetadata
 from strand.producer.partitioner import (
     StickyPartitioner,
     default_partition,
@@ -22,9 +13,18 @@ from strand.producer.partitioner import (
     to_positive,
 )
 from strand.producer.producer import Producer
+from strand.producer.producer_batch import Callback, ProducerBatch, TopicPartition
+from strand.producer.record_accumulator import (
+    LeaderOf,
+    ReadyCheckResult,
+    RecordAccumulator,
+    RecordAppendResult,
+)
+from strand.records.sizes import record_size
 
 __all__ = [
     "BufferExhaustedError",
+    "BufferPool",
     "Callback",
     "LeaderOf",
     "Producer",

@@ -57,17 +57,13 @@ from strand.client.channel import MAX_MESSAGE_BYTES
 from strand.client.metadata import MetadataCache, TopicInfo
 from strand.errors import ErrorCode, RequestTimedOutError, UnknownTopicOrPartitionError
 from strand.errors import RecordTooLargeError as _RecordTooLargeError
-from strand.producer.accumulator import (
-    Callback,
-    RecordAccumulator,
-    RecordAppendResult,
-    RecordFuture,
-    record_size,
-)
 from strand.producer.errors import ProducerClosedError
+from strand.producer.future import RecordFuture
 from strand.producer.partitioner import StickyPartitioner, default_partition
+from strand.producer.producer_batch import Callback
+from strand.producer.record_accumulator import RecordAccumulator, RecordAppendResult
 from strand.producer.sender import Sender, SenderConfig
-from strand.records import HEADER_SIZE, Compression
+from strand.records import HEADER_SIZE, Compression, record_size
 from strand.records.record import Header
 
 __all__ = ["Producer"]

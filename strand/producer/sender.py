@@ -64,8 +64,9 @@ from strand.errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
-from strand.producer.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
 from strand.producer.errors import ProducerClosedError
+from strand.producer.producer_batch import ProducerBatch, TopicPartition
+from strand.producer.record_accumulator import RecordAccumulator
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 

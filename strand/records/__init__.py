@@ -19,6 +19,7 @@ from strand.records.control import (
 )
 from strand.records.reader import RecordBatch, decode_records, iter_record_batches
 from strand.records.record import Header, Record
+from strand.records.sizes import record_size
 
 __all__ = [
     "HEADER_SIZE",
@@ -37,6 +38,7 @@ __all__ = [
     "iter_record_batches",
     "parse_end_txn_marker",
     "read_header",
+    "record_size",
     "stamp",
     "validate_batch",
 ]

@@ -24,7 +24,11 @@ from strand.records.batch import (
 )
 from strand.records.compression import Compression, compress
 from strand.records.record import Header
-from strand.records.varint import _TABLE_LIMIT, _UNSIGNED_TABLE, encode_varint
+from strand.records.varint import (
+    UNSIGNED_VARINT_TABLE,
+    UNSIGNED_VARINT_TABLE_LIMIT,
+    encode_varint,
+)
 
 _NULL = b"\x01"  # zig-zag(-1): a null key, value or header value
 _NO_HEADERS = b"\x00"
@@ -140,8 +144,8 @@ class BatchBuilder:
             raise InvalidRecordError(f"offset delta {offset_delta} does not fit in 32 bits")
         self._last_offset_delta = offset_delta
 
-        table = _UNSIGNED_TABLE
-        limit = _TABLE_LIMIT
+        table = UNSIGNED_VARINT_TABLE
+        limit = UNSIGNED_VARINT_TABLE_LIMIT
         ts_delta = timestamp - base_ts
         z = (ts_delta << 1) if ts_delta >= 0 else ((-ts_delta) << 1) - 1
         parts = [_ATTRIBUTES, table[z] if z < limit else encode_varint(ts_delta)]

@@ -2,12 +2,18 @@
 
 Encoding goes through a precomputed table for every value whose zig-zag form fits
 in two bytes (lengths up to 8191, small deltas): that covers nearly every field of
-a typical record, so building a record costs a few table look-ups, not a loop.
+a typical record, so building a record costs a few table look-ups, not a loop. The
+builder indexes ``UNSIGNED_VARINT_TABLE`` itself on its hot path.
+
+``varint_size`` is the one place that says how long a varint is without encoding
+it (Kafka's ``ByteUtils.sizeOfVarlong``): record sizing (``strand.records.sizes``)
+and with it the producer's per-record memory accounting go through it.
 """
 
 from __future__ import annotations
 
-_TABLE_LIMIT = 1 << 14
+# Values below this are encoded by a table look-up.
+UNSIGNED_VARINT_TABLE_LIMIT = 1 << 14
 
 
 def _encode_unsigned_slow(value: int) -> bytes:
@@ -19,13 +25,15 @@ def _encode_unsigned_slow(value: int) -> bytes:
     return bytes(out)
 
 
-_UNSIGNED_TABLE: tuple[bytes, ...] = tuple(_encode_unsigned_slow(v) for v in range(_TABLE_LIMIT))
+UNSIGNED_VARINT_TABLE: tuple[bytes, ...] = tuple(
+    _encode_unsigned_slow(v) for v in range(UNSIGNED_VARINT_TABLE_LIMIT)
+)
 
 
 def encode_unsigned(value: int) -> bytes:
     """Base-128 varint of a non-negative integer (protobuf's uint64 encoding)."""
-    if value < _TABLE_LIMIT:
-        return _UNSIGNED_TABLE[value]
+    if value < UNSIGNED_VARINT_TABLE_LIMIT:
+        return UNSIGNED_VARINT_TABLE[value]
     return _encode_unsigned_slow(value)
 
 
@@ -36,8 +44,8 @@ def zigzag(value: int) -> int:
 def encode_varint(value: int) -> bytes:
     """Zig-zag encode a signed 64-bit integer."""
     z = (value << 1) if value >= 0 else ((-value) << 1) - 1
-    if z < _TABLE_LIMIT:
-        return _UNSIGNED_TABLE[z]
+    if z < UNSIGNED_VARINT_TABLE_LIMIT:
+        return UNSIGNED_VARINT_TABLE[z]
     return _encode_unsigned_slow(z)
 
 
@@ -63,9 +71,14 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
 
 
 def varint_size(value: int) -> int:
-    z = zigzag(value)
-    size = 1
-    while z >= 0x80:
-        z >>= 7
-        size += 1
-    return size
+    """Bytes ``encode_varint(value)`` takes, computed without encoding it.
+
+    On the producer's per-record path: one- and two-byte varints (nearly every
+    length and delta of a record) are answered by two comparisons.
+    """
+    z = (value << 1) if value >= 0 else ((-value) << 1) - 1
+    if z < 0x80:
+        return 1
+    if z < 0x4000:
+        return 2
+    return (z.bit_length() + 6) // 7

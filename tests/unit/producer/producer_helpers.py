@@ -1,7 +1,8 @@
-"""Shared helpers of the producer tests (a fake millisecond clock, leader maps)."""
+"""Shared helpers of the producer tests (a fake millisecond clock, leader maps, polling)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 
 TopicPartition = tuple[str, int]
@@ -24,3 +25,11 @@ class FakeClock:
 def leaders(mapping: Mapping[TopicPartition, int | None]) -> Callable[[TopicPartition], int | None]:
     """A leader_of function from a dict; partitions not in it have no known leader."""
     return lambda tp: mapping.get(tp)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll ``condition`` (another thread's progress) until true; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.001)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
-from producer_helpers import FakeClock, leaders
+from producer_helpers import FakeClock, leaders, wait_until
 
 from strand.errors import ErrorCode, StrandError
 from strand.producer import (
@@ -16,9 +15,8 @@ from strand.producer import (
     ProducerClosedError,
     RecordAccumulator,
     RecordAppendResult,
-    record_size,
 )
-from strand.records import HEADER_SIZE
+from strand.records import HEADER_SIZE, record_size
 
 TP0 = ("t", 0)
 VALUE = b"x" * 100
@@ -35,13 +33,6 @@ def small_pool(clock: FakeClock, **kwargs: object) -> RecordAccumulator:
     }
     options.update(kwargs)
     return RecordAccumulator(clock=clock, **options)  # type: ignore[arg-type]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.001)
 
 
 class Appender(threading.Thread):

@@ -16,9 +16,8 @@ from strand.producer import (
     RecordAccumulator,
     RecordFuture,
     RecordMetadata,
-    record_size,
 )
-from strand.records import HEADER_SIZE, BatchBuilder, Compression, RecordBatch
+from strand.records import HEADER_SIZE, BatchBuilder, Compression, RecordBatch, record_size
 
 TP0 = ("t", 0)
 TP1 = ("t", 1)

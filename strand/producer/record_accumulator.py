@@ -1,6 +1,9 @@
 """The producer's record accumulator: per-partition batches waiting to be sent.
 
-Modelled on Kafka's ``RecordAccumulator`` / ``ProducerBatch`` / ``BufferPool``:
+Modelled on Kafka's ``RecordAccumulator``; the batches are ``ProducerBatch``
+(``producer_batch.py``) and ``buffer_memory`` is a ``BufferPool``
+(``buffer_pool.py``). The accumulator picks or opens the batch a record goes to,
+asks the pool for the record's bytes, and hands batches to the sender:
 
 * ``append()`` (application threads) adds a record to the open batch of its
   partition, opening a new batch when the record would take the open one past
@@ -15,26 +18,28 @@ Modelled on Kafka's ``RecordAccumulator`` / ``ProducerBatch`` / ``BufferPool``:
   the callbacks in record order and returns the batch's bytes to ``buffer_memory``.
 
 Memory: ``buffer_memory`` bounds the bytes of all batches not yet completed
-(counted as their uncompressed size, record by record). An append that does not
-fit waits, first come first served, up to ``max_block_ms`` for completions to make
-room, then raises BufferExhaustedError. While anyone waits, every batch is
-sendable, as in Kafka.
+(counted as their uncompressed size, record by record, as ``strand.records.sizes``
+computes it). An append that does not fit waits in the pool's queue, first come
+first served, up to ``max_block_ms`` for completions to make room, then raises
+BufferExhaustedError. While anyone waits, every batch is sendable, as in Kafka.
 
 Locking: one ``threading.Lock`` per accumulator guards the deques, the batches'
-append state, the memory count, the waiters and the counters. Memory waiters and
-flush waiters wait on ``threading.Condition`` objects built on that same lock.
-Nothing slow runs under it: compression (``ProducerBatch.build``), the
-``leader_of`` look-ups, user callbacks and futures all run outside it, so a
-callback may call ``append()`` again. Each ``ProducerBatch`` also has a small lock
-of its own so that exactly one of complete / fail wins. Times given to
-``ready``/``drain``/``reenqueue`` and read from ``clock`` are milliseconds of one
-monotonic clock; ``max_block_ms`` is measured with ``time.monotonic``.
+append state, the counters and, since the pool is given this same lock, the
+memory count and its waiters. Memory waiters and flush waiters wait on
+``threading.Condition`` objects built on that lock; there is no other lock for
+them to deadlock with. Nothing slow runs under it: compression
+(``ProducerBatch.build``), the ``leader_of`` look-ups, user callbacks and futures
+all run outside it, so a callback may call ``append()`` again. Each
+``ProducerBatch`` also has a small lock of its own so that exactly one of
+complete / fail wins; it is never held while taking the accumulator's. Times
+given to ``ready``/``drain``/``reenqueue`` and read from ``clock`` are
+milliseconds of one monotonic clock; ``max_block_ms`` is measured with
+``time.monotonic``.
 """
 
 from __future__ import annotations
 
 import bisect
-import logging
 import math
 import threading
 import time
@@ -43,280 +48,24 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from strand.errors import InvalidTimestampError, RecordTooLargeError
-from strand.producer.errors import BufferExhaustedError, ProducerClosedError
-from strand.producer.future import BatchResult, RecordFuture, RecordMetadata
-from strand.records import HEADER_SIZE, BatchBuilder, Compression, Header
+from strand.producer.buffer_pool import BufferPool, MemoryWaiter
+from strand.producer.errors import ProducerClosedError
+from strand.producer.future import RecordFuture
+from strand.producer.producer_batch import NO_TIMESTAMP, Callback, ProducerBatch, TopicPartition
+from strand.records import HEADER_SIZE, Compression, Header
 from strand.records.builder import now_ms
+from strand.records.sizes import record_fields_size, record_size_from_fields
 
 __all__ = [
-    "Callback",
     "LeaderOf",
-    "ProducerBatch",
     "ReadyCheckResult",
     "RecordAccumulator",
     "RecordAppendResult",
-    "RecordFuture",
-    "RecordMetadata",
-    "TopicPartition",
-    "record_size",
 ]
 
-log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 LeaderOf = Callable[[TopicPartition], int | None]
 
 _INT64_MAX = (1 << 63) - 1
-NO_TIMESTAMP = -1
-
-
-Callback = Callable[[RecordMetadata | None, BaseException | None], None]
-
-
-def _varint_size(value: int) -> int:
-    z = (value << 1) if value >= 0 else ((-value) << 1) - 1
-    if z < 0x80:
-        return 1
-    if z < 0x4000:
-        return 2
-    return (z.bit_length() + 6) // 7
-
-
-def record_size(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[Header] = (),
-) -> int:
-    """Bytes a record adds to a v2 batch: its length varint plus its body (Kafka's
-    ``DefaultRecord.sizeInBytes``), exactly what ``BatchBuilder.append`` writes."""
-    return _framed_size(_fields_size(key, value, headers), offset_delta, timestamp_delta)
-
-
-def _fields_size(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
-    """The part of a record's size that does not depend on its place in a batch."""
-    size = 0
-    if key is None:
-        size += 1
-    else:
-        n = len(key)
-        size += _varint_size(n) + n
-    if value is None:
-        size += 1
-    else:
-        n = len(value)
-        size += _varint_size(n) + n
-    size += _varint_size(len(headers))
-    for header_key, header_value in headers:
-        n = len(header_key.encode())
-        size += _varint_size(n) + n
-        if header_value is None:
-            size += 1
-        else:
-            n = len(header_value)
-            size += _varint_size(n) + n
-    return size
-
-
-def _framed_size(fields_size: int, offset_delta: int, timestamp_delta: int) -> int:
-    # attributes byte, timestamp delta, offset delta, the fields; then the length prefix.
-    body = 1 + _varint_size(timestamp_delta) + _varint_size(offset_delta) + fields_size
-    return _varint_size(body) + body
-
-
-class ProducerBatch:
-    """Records for one partition, sent (and retried) together as one RecordBatch v2.
-
-    Wraps a ``BatchBuilder`` and keeps, per record, its future and callback. Appends
-    are made by the accumulator under its lock; once the batch is drained (or full)
-    it is closed for appends and ``build()`` makes its bytes, once: a retry resends
-    the same bytes.
-    """
-
-    __slots__ = (
-        "_base_timestamp",
-        "_batch_size",
-        "_builder",
-        "_built",
-        "_callbacks",
-        "_closed",
-        "_done_lock",
-        "_on_done",
-        "_outcome",
-        "_result",
-        "attempts",
-        "created_ms",
-        "drained_ms",
-        "last_attempt_ms",
-        "memory",
-        "partition",
-        "queued",
-        "sequence",
-        "topic",
-    )
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        *,
-        batch_size: int,
-        created_ms: float,
-        compression: Compression = Compression.NONE,
-        sequence: int = 0,
-        on_done: Callable[[ProducerBatch], None] | None = None,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self._builder = BatchBuilder(compression=compression)
-        self._batch_size = batch_size
-        self.created_ms = created_ms
-        self.last_attempt_ms = created_ms
-        self.drained_ms: float | None = None
-        self.attempts = 0
-        self.sequence = sequence  # creation order: retries go back in this order
-        self.memory = 0  # bytes counted against buffer_memory, returned on completion
-        self.queued = False  # in its partition's deque (maintained by the accumulator)
-        self._result = BatchResult(topic, partition)
-        self._callbacks: list[tuple[RecordFuture, Callback]] = []  # in record order
-        self._base_timestamp: int | None = None
-        self._closed = False
-        self._built: bytes | None = None
-        self._done_lock = threading.Lock()
-        self._outcome: str | None = None  # None, "completed" or "failed"
-        self._on_done = on_done
-
-    def __repr__(self) -> str:
-        return (
-            f"ProducerBatch({self.topic}-{self.partition}, records={self.record_count}, "
-            f"bytes={self.estimated_size}, attempts={self.attempts}, "
-            f"state={self._outcome or ('closed' if self._closed else 'open')})"
-        )
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-    @property
-    def record_count(self) -> int:
-        return self._builder.record_count
-
-    @property
-    def estimated_size(self) -> int:
-        """Bytes on the wire: exact once built, else the uncompressed size (an upper bound
-        unless compression expands the data)."""
-        if self._built is not None:
-            return len(self._built)
-        return self._builder.uncompressed_size
-
-    @property
-    def is_full(self) -> bool:
-        return self._closed or self._builder.uncompressed_size >= self._batch_size
-
-    @property
-    def is_closed(self) -> bool:
-        """Closed for appends (full, drained or aborted)."""
-        return self._closed
-
-    @property
-    def is_done(self) -> bool:
-        return self._outcome is not None
-
-    def waited_ms(self, now: float) -> float:
-        """Time since creation, or since the last attempt for a retried batch."""
-        return max(0.0, now - self.last_attempt_ms)
-
-    def size_of(
-        self, key: bytes | None, value: bytes | None, headers: Sequence[Header], timestamp: int
-    ) -> int:
-        """Bytes the record would add to this batch (with this batch's offset and time deltas)."""
-        return self._size_in_batch(_fields_size(key, value, headers), timestamp)
-
-    def _size_in_batch(self, fields_size: int, timestamp: int) -> int:
-        base = self._base_timestamp
-        return _framed_size(
-            fields_size, self._builder.record_count, 0 if base is None else timestamp - base
-        )
-
-    def has_room_for(self, size: int) -> bool:
-        if self._closed:
-            return False
-        if self._builder.record_count == 0:
-            return True  # a record always fits in an empty batch, whatever its size
-        return self._builder.uncompressed_size + size <= self._batch_size
-
-    def append(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[Header],
-        timestamp: int,
-        callback: Callback | None = None,
-    ) -> RecordFuture:
-        """Add a record (no room check: see ``has_room_for``); returns its future."""
-        if self._closed:
-            raise RuntimeError(f"{self!r} is closed for appends")
-        relative_offset = self._builder.append(value, key, headers, timestamp)
-        if self._base_timestamp is None:
-            self._base_timestamp = timestamp
-        future = RecordFuture(
-            self._result,
-            relative_offset,
-            timestamp,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
-        if callback is not None:
-            self._callbacks.append((future, callback))
-        return future
-
-    def close_for_appends(self) -> None:
-        self._closed = True
-
-    def build(self) -> bytes:
-        """The batch's bytes (base offset 0; the broker assigns offsets). Built once."""
-        self._closed = True
-        built = self._built
-        if built is None:
-            built = self._built = self._builder.build()
-        return built
-
-    def complete(self, base_offset: int, log_append_time: int = NO_TIMESTAMP) -> bool:
-        """The broker appended the batch at ``base_offset``: record i got base_offset + i.
-
-        ``log_append_time`` (not -1) replaces the records' timestamps (LogAppendTime
-        topics). Returns False if the batch had already been completed or failed.
-        """
-        return self._finish(base_offset, log_append_time, None)
-
-    def fail(self, exc: BaseException) -> bool:
-        """Fail every record of the batch with ``exc``. False if it was already done."""
-        return self._finish(-1, NO_TIMESTAMP, exc)
-
-    def _finish(self, base_offset: int, log_append_time: int, exc: BaseException | None) -> bool:
-        with self._done_lock:
-            if self._outcome is not None:
-                return False
-            self._outcome = "completed" if exc is None else "failed"
-            self._closed = True
-        result = self._result
-        # As in Kafka: the outcome is recorded first, then the callbacks run in record
-        # order, then the futures' waiters wake up, so that a caller woken by
-        # future.result() sees every callback of the batch already run.
-        result.base_offset = base_offset
-        result.log_append_time = log_append_time
-        result.error = exc
-        for future, callback in self._callbacks:
-            try:
-                callback(future.metadata() if exc is None else None, exc)
-            except Exception:
-                log.exception("producer callback for %s-%d raised", self.topic, self.partition)
-        self._callbacks = []
-        result.set(base_offset, log_append_time, exc)
-        if self._on_done is not None:
-            self._on_done(self)
-        return True
 
 
 class RecordAppendResult(NamedTuple):
@@ -374,16 +123,14 @@ class RecordAccumulator:
         self.retry_backoff_ms = retry_backoff_ms
         self.compression = Compression.parse(compression)
         self._clock = clock
-        self._wakeup = wakeup
 
         self._lock = threading.Lock()
+        self._pool = BufferPool(buffer_memory, lock=self._lock, on_wait=wakeup)
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._partitions: list[TopicPartition] = []  # keys of _batches, sorted (drain order)
         self._incomplete: set[ProducerBatch] = set()
         self._muted: set[TopicPartition] = set()
         self._drain_from: dict[int, TopicPartition] = {}  # per node: where the next drain starts
-        self._used = 0
-        self._memory_waiters: deque[threading.Condition] = deque()
         self._flush_done = threading.Condition(self._lock)
         self._flushes = 0
         self._sequence = 0
@@ -424,8 +171,8 @@ class RecordAccumulator:
             headers = list(headers)
         # The size of the record in a batch of its own; also checks the types up front,
         # before any state changes.
-        fields = _fields_size(key, value, headers)
-        alone = HEADER_SIZE + _framed_size(fields, 0, 0)
+        fields = record_fields_size(key, value, headers)
+        alone = HEADER_SIZE + record_size_from_fields(fields, 0, 0)
         if alone > self.buffer_memory:
             raise RecordTooLargeError(
                 f"the record takes {alone} bytes in a batch, more than the whole "
@@ -433,8 +180,8 @@ class RecordAccumulator:
             )
         block_ms = self.max_block_ms if max_block_ms is None else max_block_ms
         tp = (topic, partition)
-        waiter: threading.Condition | None = None
-        deadline = 0.0
+        pool = self._pool
+        waiter: MemoryWaiter | None = None
         with self._lock:
             try:
                 while True:
@@ -446,15 +193,15 @@ class RecordAccumulator:
                         bisect.insort(self._partitions, tp)
                     last = dq[-1] if dq else None
                     if last is not None and not last.is_closed:
-                        size = needed = last._size_in_batch(fields, timestamp)
+                        size = needed = last.size_in_batch(fields, timestamp)
                         if not last.has_room_for(size):
                             last.close_for_appends()
                             continue  # now it needs a new batch
-                        if self._reserve(size, waiter):
+                        if pool.try_allocate(size, waiter):
                             try:
                                 future = last.append(key, value, headers, timestamp, callback)
                             except BaseException:
-                                self._used -= size
+                                pool.release(size)
                                 raise
                             last.memory += size
                             return RecordAppendResult(
@@ -464,12 +211,12 @@ class RecordAccumulator:
                         if abort_on_new_batch:
                             return RecordAppendResult(None, False, False, True, 0)
                         needed = alone
-                        if self._reserve(alone, waiter):
+                        if pool.try_allocate(alone, waiter):
                             try:
                                 batch = self._new_batch(tp)
                                 future = batch.append(key, value, headers, timestamp, callback)
                             except BaseException:
-                                self._used -= alone
+                                pool.release(alone)
                                 raise
                             batch.memory = alone
                             batch.queued = True
@@ -478,39 +225,17 @@ class RecordAccumulator:
                             return RecordAppendResult(
                                 future, len(dq) > 1 or batch.is_full, True, False, alone
                             )
-                    # No room in buffer_memory (or others were waiting first): queue up.
+                    # No room in buffer_memory (or others were waiting first): queue up,
+                    # then look again, as the open batch may have changed meanwhile.
                     if waiter is None:
-                        waiter = threading.Condition(self._lock)
-                        self._memory_waiters.append(waiter)
-                        deadline = time.monotonic() + block_ms / 1000.0
-                        if self._wakeup is not None:
-                            self._wakeup()
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise BufferExhaustedError(
-                            f"could not get {needed} bytes of buffer_memory within "
-                            f"max_block_ms={block_ms:g}: {self.buffer_memory - self._used} of "
-                            f"{self.buffer_memory} bytes free, {len(self._incomplete)} "
-                            "batches awaiting delivery. Records are produced faster than they "
-                            "are delivered; raise buffer_memory or max_block_ms, or slow down"
+                        waiter = pool.queue_up(block_ms)
+                    if not waiter.wait():
+                        raise pool.exhausted_error(
+                            needed, block_ms, f"{len(self._incomplete)} batches awaiting delivery"
                         )
-                    waiter.wait(remaining)
             finally:
                 if waiter is not None:
-                    self._memory_waiters.remove(waiter)
-                    if self._memory_waiters:
-                        # Pass the turn on: the next waiter may fit in what is left.
-                        self._memory_waiters[0].notify()
-
-    def _reserve(self, size: int, waiter: threading.Condition | None) -> bool:
-        """Take ``size`` bytes of buffer memory if they are free and it is our turn."""
-        waiters = self._memory_waiters
-        if waiters and waiters[0] is not waiter:
-            return False  # first come, first served: a big record is not starved
-        if self._used + size > self.buffer_memory:
-            return False
-        self._used += size
-        return True
+                    pool.leave_queue(waiter)
 
     def _new_batch(self, tp: TopicPartition) -> ProducerBatch:
         self._sequence += 1
@@ -521,20 +246,18 @@ class RecordAccumulator:
             created_ms=self._clock(),
             compression=self.compression,
             sequence=self._sequence,
-            on_done=self._deallocate,
+            on_done=self._on_batch_done,
         )
 
-    def _deallocate(self, batch: ProducerBatch) -> None:
+    def _on_batch_done(self, batch: ProducerBatch) -> None:
         """A batch completed or failed: forget it and return its memory."""
         with self._lock:
             self._incomplete.discard(batch)
             if batch.queued:
                 self._batches[batch.topic_partition].remove(batch)
                 batch.queued = False
-            self._used -= batch.memory
+            self._pool.release(batch.memory)  # wakes the first memory waiter
             batch.memory = 0
-            if self._memory_waiters:
-                self._memory_waiters[0].notify()
             self._flush_done.notify_all()
 
     # ------------------------------------------------------------ ready / drain
@@ -553,7 +276,7 @@ class RecordAccumulator:
         linger = self.linger_ms
         backoff = self.retry_backoff_ms
         with self._lock:
-            exhausted = bool(self._memory_waiters)
+            exhausted = self._pool.queued > 0
             forced = self._closed or self._flushes > 0 or exhausted
             heads = []
             for tp, dq in self._batches.items():
@@ -752,8 +475,8 @@ class RecordAccumulator:
         memory); every queued batch becomes sendable at once."""
         with self._lock:
             self._closed = True
-            for waiter in self._memory_waiters:
-                waiter.notify()
+        # Wakes the appends waiting for memory: they see ``_closed`` set and raise.
+        self._pool.close()
 
     # ------------------------------------------------------------------- state
 
@@ -763,15 +486,15 @@ class RecordAccumulator:
 
     @property
     def used_memory(self) -> int:
-        return self._used
+        return self._pool.used
 
     @property
     def available_memory(self) -> int:
-        return self.buffer_memory - self._used
+        return self._pool.available
 
     @property
     def waiting_for_memory(self) -> int:
-        return len(self._memory_waiters)
+        return self._pool.queued
 
     def has_undrained(self) -> bool:
         with self._lock:
