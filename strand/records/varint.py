@@ -37,10 +37,6 @@ def encode_unsigned(value: int) -> bytes:
     return _encode_unsigned_slow(value)
 
 
-def zigzag(value: int) -> int:
-    return (value << 1) if value >= 0 else ((-value) << 1) - 1
-
-
 def encode_varint(value: int) -> bytes:
     """Zig-zag encode a signed 64-bit integer."""
     z = (value << 1) if value >= 0 else ((-value) << 1) - 1
