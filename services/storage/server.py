@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = "strand.v1.Storage"
 T = TypeVar("T")
+Response = TypeVar("Response", pb.ProduceResponse, pb.FetchResponse, pb.ListOffsetsResponse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +88,7 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
                    for topic in request.topics for p in topic.partitions]
         results = await self.appender.append(request.acks, appends,
                                              request.timeout_ms or 30_000)
-        response = pb.ProduceResponse()
-        _answer_per_topic(request.topics, response.topics, results, _add_produce_result)
-        return response
+        return _per_topic(pb.ProduceResponse(), request.topics, results, _add_produce_result)
 
     async def Fetch(self, request: pb.FetchRequest,
                     context: grpc.aio.ServicerContext) -> pb.FetchResponse:
@@ -100,10 +99,8 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
             partitions=[PartitionFetch(topic.topic, p.partition, p.fetch_offset,
                                        p.partition_max_bytes, p.current_leader_epoch)
                         for topic in request.topics for p in topic.partitions])
-        response = pb.FetchResponse()
-        _answer_per_topic(request.topics, response.topics, await self.fetcher.fetch(params),
+        return _per_topic(pb.FetchResponse(), request.topics, await self.fetcher.fetch(params),
                           _add_fetched)
-        return response
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
@@ -111,9 +108,7 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
                    for topic in request.topics for p in topic.partitions]
         answers = await self.offsets.list_offsets(
             queries, request.isolation_level == pb.READ_COMMITTED)
-        response = pb.ListOffsetsResponse()
-        _answer_per_topic(request.topics, response.topics, answers, _add_offset_answer)
-        return response
+        return _per_topic(pb.ListOffsetsResponse(), request.topics, answers, _add_offset_answer)
 
     async def ReplicaFetch(self, request: storage_pb2.ReplicaFetchRequest,
                            context: grpc.aio.ServicerContext) -> storage_pb2.ReplicaFetchResponse:
@@ -130,15 +125,16 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
         return response
 
 
-def _answer_per_topic(request_topics: Iterable[Any], response_topics: Any,
-                      results: Iterable[T], add: Callable[[Any, T], object]) -> None:
-    """The per-partition ``results`` (in request order) into the response, grouped by
+def _per_topic(response: Response, request_topics: Iterable[Any], results: Iterable[T],
+               add: Callable[[Any, T], object]) -> Response:
+    """``response`` with the per-partition ``results`` (in request order), grouped by
     topic as the request was; ``add`` builds one partition's answer in place."""
     remaining = iter(results)
     for topic in request_topics:
-        partitions = response_topics.add(topic=topic.topic).partitions
+        partitions = response.topics.add(topic=topic.topic).partitions
         for _ in topic.partitions:
             add(partitions, next(remaining))
+    return response
 
 
 def _add_produce_result(partitions: Any, result: AppendResult) -> None:
