@@ -2,23 +2,23 @@
 
 Stateless: metadata comes from an etcd watch, so any number of gateways can run.
 Produce, fetch and list-offsets requests are split per leader node and forwarded
-concurrently, one call per node; topic admin goes to the active controller; metadata
-and topic configs are answered from the local cache.
+concurrently, one call per node (:mod:`services.gateway.scatter`); group calls go to
+the group's coordinator, topic admin to the active controller; metadata and topic
+configs are answered from the local cache.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
 from services.gateway.groups import GroupRouter
-from services.gateway.routing import Routes, route
+from services.gateway.scatter import NodeUnavailable, ScatterGather
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_WAIT_S = 10.0
 VALID_ACKS = (0, 1, -1)
-
-Response = TypeVar("Response")
 
 
 def _code(code: ErrorCode) -> Any:
@@ -68,71 +66,63 @@ class Channels:
         self._channels.clear()
 
 
-def _transport_code(exc: grpc.aio.AioRpcError) -> ErrorCode:
-    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ErrorCode.REQUEST_TIMED_OUT
-    # The leader is gone or moving: the client refreshes metadata and retries.
-    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+def _unavailable(address: str, exc: grpc.aio.AioRpcError) -> NodeUnavailable:
+    # A timeout is the client's to retry; otherwise the leader is gone or moving: the
+    # client refreshes metadata and retries.
+    code = (ErrorCode.REQUEST_TIMED_OUT if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    return NodeUnavailable(code, f"leader {address}: {exc.code().name} {exc.details()}")
 
 
-# Per RPC, the partition reply that carries an error (with its "unknown" fields).
-ErrorReply = Callable[[int, ErrorCode, str], Any]
+# -- the partitioned RPCs' specifics: sub-requests, answers, the error answer ------------------
+
+def _splitter(topic_type: Callable[..., Any]) -> Callable[[Any, dict[str, list[Any]]], Any]:
+    """Sub-requests of a partitioned request: the given partitions (``topic_type``
+    messages), and every other field of the request as it is."""
+    def split(request: Any, topics: dict[str, list[Any]]) -> Any:
+        fields = {field.name: value for field, value in request.ListFields()
+                  if field.name != "topics"}
+        return type(request)(**fields, topics=[topic_type(topic=topic, partitions=parts)
+                                               for topic, parts in topics.items()])
+    return split
 
 
-def _produce_error(partition: int, code: ErrorCode, message: str) -> Any:
+def _responder(response_type: Callable[..., Any],
+               topic_type: Callable[..., Any]) -> Callable[[list[tuple[str, list[Any]]]], Any]:
+    """The client's answer from its topics' per-partition answers."""
+    return lambda topics: response_type(topics=[topic_type(topic=topic, partitions=parts)
+                                                for topic, parts in topics])
+
+
+def _produce_error(partition: int, code: ErrorCode, message: str) -> pb.PartitionProduceResponse:
     return pb.PartitionProduceResponse(partition=partition, error_code=_code(code),
                                        error_message=message)
 
 
-def _fetch_error(partition: int, code: ErrorCode, message: str) -> Any:
+def _fetch_error(partition: int, code: ErrorCode, message: str) -> pb.PartitionFetchResponse:
     return pb.PartitionFetchResponse(partition=partition, error_code=_code(code),
                                      error_message=message, high_watermark=-1,
                                      last_stable_offset=-1, log_start_offset=-1)
 
 
-def _offsets_error(partition: int, code: ErrorCode, message: str) -> Any:
+def _fetch_nothing(partition: int) -> pb.PartitionFetchResponse:
+    """A partition whose node lost the long-poll race: no records this time."""
+    return pb.PartitionFetchResponse(partition=partition, high_watermark=-1,
+                                     last_stable_offset=-1, log_start_offset=-1)
+
+
+def _fetch_has_news(answer: pb.PartitionFetchResponse) -> bool:
+    return bool(answer.records) or answer.error_code != 0
+
+
+def _offsets_error(partition: int, code: ErrorCode,
+                   message: str) -> pb.PartitionListOffsetsResponse:
     return pb.PartitionListOffsetsResponse(partition=partition, error_code=_code(code),
                                            error_message=message, offset=-1, timestamp=-1,
                                            leader_epoch=-1)
 
 
-def _fail_unroutable(results: dict[tuple[str, int], Any], routes: Routes[Any],
-                     reply: ErrorReply) -> None:
-    for u in routes.unroutable:
-        results[(u.topic, u.partition)] = reply(u.partition, u.code, u.message)
-
-
-def _fail_transport(results: dict[tuple[str, int], Any], entries: list[tuple[str, int, Any]],
-                    reply: ErrorReply, address: str, exc: grpc.aio.AioRpcError) -> None:
-    message = f"leader {address}: {exc.code().name} {exc.details()}"
-    for topic, partition, _ in entries:
-        results[(topic, partition)] = reply(partition, _transport_code(exc), message)
-
-
-def _merge(results: dict[tuple[str, int], Any], topics: Iterable[Any]) -> list[Any]:
-    """Record a node's per-partition answers; returns them."""
-    merged = []
-    for topic_response in topics:
-        for part in topic_response.partitions:
-            results[(topic_response.topic, part.partition)] = part
-            merged.append(part)
-    return merged
-
-
-def _single_node(routes: Routes[Any]) -> str | None:
-    """The address when every partition of a request goes to one node, else None."""
-    if routes.unroutable or len(routes.by_node) != 1:
-        return None
-    ((_, address),) = routes.by_node
-    return address
-
-
-def _grouped(entries: Iterable[tuple[str, int, Any]]) -> dict[str, list[Any]]:
-    topics: dict[str, list[Any]] = {}
-    for topic, _partition, item in entries:
-        topics.setdefault(topic, []).append(item)
-    return topics
-
+# -- forwarded calls: consumer groups, topic admin ---------------------------------------------
 
 def _forwarded(method: str, response_type: type[Any]) -> Callable[..., Awaitable[Any]]:
     """A servicer method passing a group call on to the coordinator of its group."""
@@ -144,11 +134,70 @@ def _forwarded(method: str, response_type: type[Any]) -> Callable[..., Awaitable
     return call
 
 
+# Builds the answer of a controller call no controller took: (request, code, message).
+Refusal = Callable[[Any, Any, str], Any]
+
+
+def _to_controller(method: str, refused: Refusal) -> Callable[..., Awaitable[Any]]:
+    """A servicer method passing a topic admin call on to the active controller."""
+    async def call(self: GatewayServicer, request: Any,
+                   context: grpc.aio.ServicerContext) -> Any:
+        return await self._forward_to_controller(
+            method, request, lambda code, why: refused(request, code, why))
+
+    call.__name__ = call.__qualname__ = method
+    return call
+
+
+def _topics_refused(response_type: type[Any],
+                    names: Callable[[Any], Iterable[str]]) -> Refusal:
+    """Refuse every topic ``names(request)`` lists, in a ``response_type``."""
+    return lambda request, code, why: response_type(topics=[
+        pb.TopicResult(name=name, error_code=code, error_message=why)
+        for name in names(request)])
+
+
+def _named_topics(request: Any) -> list[str]:
+    return [topic.name for topic in request.topics]
+
+
+def _reassignments_refused(request: pb.AlterPartitionReassignmentsRequest, code: Any,
+                           why: str) -> pb.AlterPartitionReassignmentsResponse:
+    return pb.AlterPartitionReassignmentsResponse(partitions=[
+        pb.PartitionResult(topic=p.topic, partition=p.partition, error_code=code,
+                           error_message=why) for p in request.partitions])
+
+
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     def __init__(self, cache: MetadataCache, channels: Channels) -> None:
         self.cache = cache
         self.channels = channels
         self.groups = GroupRouter(cache, channels)
+        self.produce: ScatterGather[
+            pb.ProduceRequest, pb.ProduceResponse, pb.PartitionProduceResponse
+        ] = ScatterGather(
+            send=lambda address, request: self._to_storage(
+                "Produce", address, request, max(request.timeout_ms, 1000) / 1000 + 5),
+            split=_splitter(pb.TopicProduceData),
+            respond=_responder(pb.ProduceResponse, pb.TopicProduceResponse),
+            error=_produce_error)
+        # Every node long-polls on its own; the first one with data (or an error)
+        # answers the client, and the others' polls are cancelled rather than awaited.
+        self.fetch: ScatterGather[
+            pb.FetchRequest, pb.FetchResponse, pb.PartitionFetchResponse
+        ] = ScatterGather(
+            send=lambda address, request: self._to_storage(
+                "Fetch", address, request, request.max_wait_ms / 1000 + 10),
+            split=_splitter(pb.TopicFetchData),
+            respond=_responder(pb.FetchResponse, pb.TopicFetchResponse), error=_fetch_error,
+            unanswered=_fetch_nothing, decisive=_fetch_has_news)
+        self.list_offsets: ScatterGather[
+            pb.ListOffsetsRequest, pb.ListOffsetsResponse, pb.PartitionListOffsetsResponse
+        ] = ScatterGather(
+            send=lambda address, request: self._to_storage("ListOffsets", address, request, 30),
+            split=_splitter(pb.TopicListOffsets),
+            respond=_responder(pb.ListOffsetsResponse, pb.TopicListOffsetsResponse),
+            error=_offsets_error)
 
     # -- consumer groups (forwarded to the coordinator of the group's shard) ------------------
 
@@ -173,144 +222,31 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         wait_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
         return await self.groups.list_groups(wait_s)
 
-    def _storage(self, address: str) -> storage_pb2_grpc.StorageStub:
-        return storage_pb2_grpc.StorageStub(self.channels.get(address))
-
-    # -- produce ------------------------------------------------------------------------------
+    # -- produce, fetch, list offsets (split per leader node) -----------------------------------
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
-        results: dict[tuple[str, int], pb.PartitionProduceResponse] = {}
-        items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
         if request.acks not in VALID_ACKS:
-            message = f"acks must be 0, 1 or -1 (all), not {request.acks}"
-            for topic, partition, _ in items:
-                results[(topic, partition)] = _produce_error(
-                    partition, ErrorCode.INVALID_REQUIRED_ACKS, message)
-            return self._produce_response(request, results)
-        routes = route(self.cache, items)
-        _fail_unroutable(results, routes, _produce_error)
-        timeout = max(request.timeout_ms, 1000) / 1000 + 5
-        single = _single_node(routes)
-        if single is not None:
-            # The SDK sends one request per leader: pass it on as it came, without
-            # copying every batch into a new message (and the answer back unchanged).
-            try:
-                answer: pb.ProduceResponse = await self._storage(single).Produce(
-                    request, timeout=timeout)
-                return answer
-            except grpc.aio.AioRpcError as exc:
-                _fail_transport(results, items, _produce_error, single, exc)
-                return self._produce_response(request, results)
-
-        async def forward(address: str, entries: list[tuple[str, int, Any]]) -> None:
-            sub = pb.ProduceRequest(acks=request.acks, timeout_ms=request.timeout_ms,
-                                    transactional_id=request.transactional_id, topics=[
-                                        pb.TopicProduceData(topic=topic, partitions=parts)
-                                        for topic, parts in _grouped(entries).items()])
-            try:
-                response = await self._storage(address).Produce(sub, timeout=timeout)
-            except grpc.aio.AioRpcError as exc:
-                _fail_transport(results, entries, _produce_error, address, exc)
-                return
-            _merge(results, response.topics)
-
-        await asyncio.gather(*(forward(address, entries)
-                               for (_, address), entries in routes.by_node.items()))
-        return self._produce_response(request, results)
-
-    @staticmethod
-    def _produce_response(request: pb.ProduceRequest,
-                          results: dict[tuple[str, int], pb.PartitionProduceResponse]
-                          ) -> pb.ProduceResponse:
-        return pb.ProduceResponse(topics=[
-            pb.TopicProduceResponse(topic=t.topic, partitions=[
-                results.get((t.topic, p.partition)) or _produce_error(
-                    p.partition, ErrorCode.UNKNOWN_SERVER_ERROR, "no answer from the leader")
-                for p in t.partitions])
-            for t in request.topics])
-
-    # -- fetch --------------------------------------------------------------------------------
+            return self.produce.fail_all(
+                request, ErrorCode.INVALID_REQUIRED_ACKS,
+                f"acks must be 0, 1 or -1 (all), not {request.acks}")
+        return await self.produce.call(self.cache, request)
 
     async def Fetch(self, request: pb.FetchRequest,
                     context: grpc.aio.ServicerContext) -> pb.FetchResponse:
-        results: dict[tuple[str, int], pb.PartitionFetchResponse] = {}
-        items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
-        routes = route(self.cache, items)
-        _fail_unroutable(results, routes, _fetch_error)
-        timeout = request.max_wait_ms / 1000 + 10
-        single = _single_node(routes)
-        if single is not None:  # as for produce: no copy of the records either way
-            try:
-                answer: pb.FetchResponse = await self._storage(single).Fetch(
-                    request, timeout=timeout)
-                return answer
-            except grpc.aio.AioRpcError as exc:
-                _fail_transport(results, items, _fetch_error, single, exc)
-                routes.by_node.clear()
-
-        async def forward(address: str, entries: list[tuple[str, int, Any]]) -> bool:
-            sub = pb.FetchRequest(max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
-                                  max_bytes=request.max_bytes,
-                                  isolation_level=request.isolation_level, topics=[
-                                      pb.TopicFetchData(topic=topic, partitions=parts)
-                                      for topic, parts in _grouped(entries).items()])
-            try:
-                response = await self._storage(address).Fetch(sub, timeout=timeout)
-            except grpc.aio.AioRpcError as exc:
-                _fail_transport(results, entries, _fetch_error, address, exc)
-                return True
-            return any(part.records or part.error_code != 0
-                       for part in _merge(results, response.topics))
-
-        # Every node long-polls on its own; the first one with data (or an error)
-        # answers the client, and the others' polls are cancelled rather than awaited:
-        # their partitions come back empty this time (fetch is a read, so nothing lost).
-        pending = {asyncio.ensure_future(forward(address, entries))
-                   for (_, address), entries in routes.by_node.items()}
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if any(task.result() for task in done):
-                break
-        for task in pending:
-            task.cancel()
-        for task in pending:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        return pb.FetchResponse(topics=[
-            pb.TopicFetchResponse(topic=t.topic, partitions=[
-                results.get((t.topic, p.partition)) or pb.PartitionFetchResponse(
-                    partition=p.partition, high_watermark=-1, last_stable_offset=-1,
-                    log_start_offset=-1)
-                for p in t.partitions])
-            for t in request.topics])
-
-    # -- list offsets -------------------------------------------------------------------------
+        return await self.fetch.call(self.cache, request)
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
-        results: dict[tuple[str, int], pb.PartitionListOffsetsResponse] = {}
-        items = [(t.topic, p.partition, p) for t in request.topics for p in t.partitions]
-        routes = route(self.cache, items)
-        _fail_unroutable(results, routes, _offsets_error)
+        return await self.list_offsets.call(self.cache, request)
 
-        async def forward(address: str, entries: list[tuple[str, int, Any]]) -> None:
-            sub = pb.ListOffsetsRequest(isolation_level=request.isolation_level, topics=[
-                pb.TopicListOffsets(topic=topic, partitions=parts)
-                for topic, parts in _grouped(entries).items()])
-            try:
-                response = await self._storage(address).ListOffsets(sub, timeout=30)
-            except grpc.aio.AioRpcError as exc:
-                _fail_transport(results, entries, _offsets_error, address, exc)
-                return
-            _merge(results, response.topics)
-
-        await asyncio.gather(*(forward(address, entries)
-                               for (_, address), entries in routes.by_node.items()))
-        return pb.ListOffsetsResponse(topics=[
-            pb.TopicListOffsetsResponse(topic=t.topic, partitions=[
-                results[(t.topic, p.partition)] for p in t.partitions])
-            for t in request.topics])
+    async def _to_storage(self, method: str, address: str, request: Any,
+                          timeout_s: float) -> Any:
+        stub = storage_pb2_grpc.StorageStub(self.channels.get(address))
+        try:
+            return await getattr(stub, method)(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _unavailable(address, exc) from exc
 
     # -- metadata and configs (answered from the cache) ----------------------------------------
 
@@ -367,10 +303,19 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     # -- topic admin (forwarded to the active controller) --------------------------------------
 
-    async def _to_controller(self, call: Callable[[controller_pb2_grpc.ControllerStub],
-                                                  Awaitable[Response]],
-                             failed: Callable[[Any, str], Response]
-                             ) -> Response:
+    CreateTopics = _to_controller(
+        "CreateTopics", _topics_refused(pb.CreateTopicsResponse, _named_topics))
+    DeleteTopics = _to_controller(
+        "DeleteTopics", _topics_refused(pb.DeleteTopicsResponse, lambda r: r.topics))
+    CreatePartitions = _to_controller(
+        "CreatePartitions", _topics_refused(pb.CreatePartitionsResponse, _named_topics))
+    AlterConfigs = _to_controller(
+        "AlterConfigs", _topics_refused(pb.AlterConfigsResponse, _named_topics))
+    AlterPartitionReassignments = _to_controller(
+        "AlterPartitionReassignments", _reassignments_refused)
+
+    async def _forward_to_controller(self, method: str, request: Any,
+                                     failed: Callable[[Any, str], Any]) -> Any:
         """Forward to the active controller; if it just changed, wait for the new one.
         ``failed(code, message)`` builds the answer when no controller takes it."""
         loop = asyncio.get_running_loop()
@@ -380,7 +325,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if controller is not None:
                 stub = controller_pb2_grpc.ControllerStub(self.channels.get(controller.address))
                 try:
-                    response = await call(stub)
+                    response = await getattr(stub, method)(request, timeout=30)
                 except grpc.aio.AioRpcError as exc:
                     failure = f"controller {controller.address}: {exc.code().name}"
                 else:
@@ -396,43 +341,6 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 return failed(_code(ErrorCode.NOT_CONTROLLER), failure)
             await self.cache.wait_changed(min(remaining, 1.0))
 
-    async def CreateTopics(self, request: pb.CreateTopicsRequest,
-                           context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
-        return await self._to_controller(
-            lambda stub: stub.CreateTopics(request, timeout=30),
-            lambda code, why: pb.CreateTopicsResponse(topics=_failed_topics(
-                [t.name for t in request.topics], code, why)))
-
-    async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
-                           context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
-        return await self._to_controller(
-            lambda stub: stub.DeleteTopics(request, timeout=30),
-            lambda code, why: pb.DeleteTopicsResponse(topics=_failed_topics(
-                list(request.topics), code, why)))
-
-    async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
-                               context: grpc.aio.ServicerContext) -> pb.CreatePartitionsResponse:
-        return await self._to_controller(
-            lambda stub: stub.CreatePartitions(request, timeout=30),
-            lambda code, why: pb.CreatePartitionsResponse(topics=_failed_topics(
-                [t.name for t in request.topics], code, why)))
-
-    async def AlterConfigs(self, request: pb.AlterConfigsRequest,
-                           context: grpc.aio.ServicerContext) -> pb.AlterConfigsResponse:
-        return await self._to_controller(
-            lambda stub: stub.AlterConfigs(request, timeout=30),
-            lambda code, why: pb.AlterConfigsResponse(topics=_failed_topics(
-                [t.name for t in request.topics], code, why)))
-
-    async def AlterPartitionReassignments(
-        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.AlterPartitionReassignmentsResponse:
-        return await self._to_controller(
-            lambda stub: stub.AlterPartitionReassignments(request, timeout=30),
-            lambda code, why: pb.AlterPartitionReassignmentsResponse(partitions=[
-                pb.PartitionResult(topic=p.topic, partition=p.partition, error_code=code,
-                                   error_message=why) for p in request.partitions]))
-
     async def ListPartitionReassignments(
         self, request: pb.ListPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPartitionReassignmentsResponse:
@@ -447,11 +355,6 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                         topic=name, partition=part.partition, replicas=part.replicas,
                         adding=part.adding, removing=part.removing, isr=part.isr)
         return response
-
-
-def _failed_topics(names: list[str], code: Any,
-                   message: str) -> list[pb.TopicResult]:
-    return [pb.TopicResult(name=n, error_code=code, error_message=message) for n in names]
 
 
 class GatewayProcess:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import grpc
 
+from services.storage.fetch_params import FetchedPartition, FetchParams
 from services.storage.isr import IsrAnswer, IsrProposal
-from services.storage.replica_fetch import ReplicaFetchParams, ReplicaFetchResult
 from strand.client.channel import open_aio_channel
 from strand.cluster.cache import MetadataCache
 from strand.errors import ErrorCode, LeaderNotAvailableError, NotControllerError, error_for
@@ -49,10 +49,12 @@ class PeerClients:
     # -- storage nodes ------------------------------------------------------------------------
 
     async def replica_fetch(self, leader: int,
-                            params: ReplicaFetchParams) -> Sequence[ReplicaFetchResult]:
+                            params: FetchParams) -> Sequence[FetchedPartition]:
         broker = self.cache.brokers.get(leader)
         if broker is None:
             raise LeaderNotAvailableError(f"broker {leader} is not registered")
+        if params.replica_id is None:
+            raise ValueError("a ReplicaFetch is a follower's fetch: it needs its replica id")
         request = storage_pb2.ReplicaFetchRequest(
             replica_id=params.replica_id, max_wait_ms=params.max_wait_ms,
             min_bytes=params.min_bytes, max_bytes=params.max_bytes)
@@ -65,7 +67,7 @@ class PeerClients:
         stub = storage_pb2_grpc.StorageStub(self._channel(broker.address))
         response = await stub.ReplicaFetch(
             request, timeout=params.max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN_S)
-        return [ReplicaFetchResult(
+        return [FetchedPartition(
             topic=r.topic, partition=r.partition, error_code=r.error_code,
             error_message=r.error_message, high_watermark=r.high_watermark,
             log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,

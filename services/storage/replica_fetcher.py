@@ -30,12 +30,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.storage.disk import DiskExecutor
+from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
 from services.storage.replica import Replica
-from services.storage.replica_fetch import (
-    ReplicaFetchParams,
-    ReplicaFetchPartition,
-    ReplicaFetchResult,
-)
 from services.storage.replica_manager import ReplicaManager
 from strand.errors import ErrorCode
 from strand.log.log import PartitionLog
@@ -58,7 +54,7 @@ class ReplicaFetchClient(Protocol):
     """Sends a ReplicaFetch to a leader node (gRPC lives in services.storage.peers)."""
 
     async def replica_fetch(self, leader: int,
-                            params: ReplicaFetchParams) -> Sequence[ReplicaFetchResult]: ...
+                            params: FetchParams) -> Sequence[FetchedPartition]: ...
 
 
 class ByteRateThrottle:
@@ -127,9 +123,9 @@ class LeaderFetcher:
                 self.changed.clear()
                 await wait_event(self.changed, max(0.0, soonest - now))
                 continue
-            params = ReplicaFetchParams(
-                replica_id=self.owner.manager.node_id, max_wait_ms=MAX_WAIT_MS, min_bytes=1,
-                max_bytes=MAX_BYTES, partitions=requests)
+            params = FetchParams.from_follower(
+                node, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=MAX_BYTES,
+                partitions=requests)
             try:
                 results = await self.owner.client.replica_fetch(self.leader, params)
             except asyncio.CancelledError:
@@ -151,10 +147,10 @@ class LeaderFetcher:
                 if (r.topic, r.partition) in followed))
 
     @staticmethod
-    def _request(followed: _Followed, max_bytes: int) -> ReplicaFetchPartition:
+    def _request(followed: _Followed, max_bytes: int) -> PartitionFetch:
         replica = followed.replica
         partition_log = replica.log
-        return ReplicaFetchPartition(
+        return PartitionFetch(
             topic=replica.topic, partition=replica.partition,
             fetch_offset=partition_log.log_end_offset,
             current_leader_epoch=followed.leader_epoch,
@@ -166,7 +162,7 @@ class LeaderFetcher:
         tp = (followed.replica.topic, followed.replica.partition)
         return self.partitions.get(tp) is followed and not followed.replica.closing
 
-    async def _handle(self, followed: _Followed, result: ReplicaFetchResult) -> None:
+    async def _handle(self, followed: _Followed, result: FetchedPartition) -> None:
         replica = followed.replica
         disk = self.owner.disk
         try:
@@ -199,7 +195,7 @@ class LeaderFetcher:
                     "leader": self.leader})
                 followed.retry_at = asyncio.get_running_loop().time() + RETRY_BACKOFF_MAX_S
 
-    def _retry_later(self, followed: _Followed, result: ReplicaFetchResult) -> None:
+    def _retry_later(self, followed: _Followed, result: FetchedPartition) -> None:
         code = result.error_code
         level = logging.INFO if code in _RETRY_LATER else logging.WARNING
         log.log(level, "leader refused a replica fetch", extra={
@@ -219,7 +215,7 @@ def _truncate(partition_log: PartitionLog, epoch: int, end: int) -> None:
 
 
 def _reset_out_of_range(partition_log: PartitionLog,
-                        result: ReplicaFetchResult) -> None:
+                        result: FetchedPartition) -> None:
     end = partition_log.log_end_offset
     if result.log_start_offset > end:
         log.info("follower behind the leader's log start: starting over there", extra={

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,19 +22,14 @@ from typing import Any, TypeVar
 import grpc
 
 from services.storage.disk import DiskExecutor
-from services.storage.fetch import FetchedPartition, Fetcher, FetchParams, PartitionFetch
+from services.storage.fetch import Fetcher
+from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
 from services.storage.isr import IsrManager
 from services.storage.maintenance import LogMaintenance
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
 from services.storage.peers import PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
 from services.storage.registration import BrokerRegistrar
-from services.storage.replica_fetch import (
-    ReplicaFetchHandler,
-    ReplicaFetchParams,
-    ReplicaFetchPartition,
-    ReplicaFetchResult,
-)
 from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, ReplicaFetchers
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from strand.cluster.cache import MetadataCache
@@ -49,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = "strand.v1.Storage"
 T = TypeVar("T")
+Response = TypeVar("Response", pb.ProduceResponse, pb.FetchResponse, pb.ListOffsetsResponse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,111 +77,97 @@ def split_host_port(address: str) -> tuple[str, int]:
 class StorageServicer(storage_pb2_grpc.StorageServicer):
     """Translates protobuf requests into domain calls and domain results back."""
 
-    def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup,
-                 replica_fetch: ReplicaFetchHandler) -> None:
+    def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup) -> None:
         self.appender = appender
         self.fetcher = fetcher
         self.offsets = offsets
-        self.replica_fetch = replica_fetch
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
         appends = [PartitionAppend(topic.topic, p.partition, p.records)
                    for topic in request.topics for p in topic.partitions]
-        results = iter(await self.appender.append(request.acks, appends,
-                                                  request.timeout_ms or 30_000))
-        response = pb.ProduceResponse()
-        for topic in request.topics:
-            out = response.topics.add(topic=topic.topic)
-            for result in _take(results, len(topic.partitions)):
-                out.partitions.append(_produce_result(result))
-        return response
+        results = await self.appender.append(request.acks, appends,
+                                             request.timeout_ms or 30_000)
+        return _per_topic(pb.ProduceResponse(), request.topics, results, _add_produce_result)
 
     async def Fetch(self, request: pb.FetchRequest,
                     context: grpc.aio.ServicerContext) -> pb.FetchResponse:
-        params = FetchParams(
+        params = FetchParams.from_consumer(
             max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
             max_bytes=request.max_bytes,
             read_committed=request.isolation_level == pb.READ_COMMITTED,
             partitions=[PartitionFetch(topic.topic, p.partition, p.fetch_offset,
                                        p.partition_max_bytes, p.current_leader_epoch)
-                        for topic in request.topics for p in topic.partitions],
-        )
-        results = iter(await self.fetcher.fetch(params))
-        response = pb.FetchResponse()
-        for topic in request.topics:
-            out = response.topics.add(topic=topic.topic)
-            for result in _take(results, len(topic.partitions)):
-                out.partitions.append(_fetch_result(result))
-        return response
+                        for topic in request.topics for p in topic.partitions])
+        return _per_topic(pb.FetchResponse(), request.topics, await self.fetcher.fetch(params),
+                          _add_fetched)
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
         queries = [OffsetQuery(topic.topic, p.partition, p.timestamp)
                    for topic in request.topics for p in topic.partitions]
-        answers = iter(await self.offsets.list_offsets(
-            queries, request.isolation_level == pb.READ_COMMITTED))
-        response = pb.ListOffsetsResponse()
-        for topic in request.topics:
-            out = response.topics.add(topic=topic.topic)
-            for answer in _take(answers, len(topic.partitions)):
-                out.partitions.append(_offset_answer(answer))
-        return response
-
+        answers = await self.offsets.list_offsets(
+            queries, request.isolation_level == pb.READ_COMMITTED)
+        return _per_topic(pb.ListOffsetsResponse(), request.topics, answers, _add_offset_answer)
 
     async def ReplicaFetch(self, request: storage_pb2.ReplicaFetchRequest,
                            context: grpc.aio.ServicerContext) -> storage_pb2.ReplicaFetchResponse:
-        params = ReplicaFetchParams(
-            replica_id=request.replica_id, max_wait_ms=request.max_wait_ms,
+        params = FetchParams.from_follower(
+            request.replica_id, max_wait_ms=request.max_wait_ms,
             min_bytes=request.min_bytes, max_bytes=request.max_bytes,
-            partitions=[ReplicaFetchPartition(
-                p.topic, p.partition, p.fetch_offset, p.current_leader_epoch,
-                p.last_fetched_epoch, p.partition_max_bytes, p.log_start_offset)
+            partitions=[PartitionFetch(
+                p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset)
                 for p in request.partitions])
         response = storage_pb2.ReplicaFetchResponse()
-        for result in await self.replica_fetch.fetch(params):
-            _replica_fetch_result(response.partitions.add(), result)
+        for result in await self.fetcher.fetch(params):
+            _add_replica_fetched(response.partitions, result)
         return response
 
 
-def _replica_fetch_result(out: storage_pb2.ReplicaFetchPartitionResponse,
-                          result: ReplicaFetchResult) -> None:
-    out.topic = result.topic
-    out.partition = result.partition
-    out.error_code = result.error_code  # type: ignore[assignment]
-    out.error_message = result.error_message
-    out.high_watermark = result.high_watermark
-    out.log_start_offset = result.log_start_offset
-    out.log_end_offset = result.log_end_offset
-    if result.diverging_epoch is not None:
-        out.diverging_epoch.epoch, out.diverging_epoch.end_offset = result.diverging_epoch
-    out.records = result.records
+def _per_topic(response: Response, request_topics: Iterable[Any], results: Iterable[T],
+               add: Callable[[Any, T], object]) -> Response:
+    """``response`` with the per-partition ``results`` (in request order), grouped by
+    topic as the request was; ``add`` builds one partition's answer in place."""
+    remaining = iter(results)
+    for topic in request_topics:
+        partitions = response.topics.add(topic=topic.topic).partitions
+        for _ in topic.partitions:
+            add(partitions, next(remaining))
+    return response
 
 
-def _take(results: Iterator[T], count: int) -> list[T]:
-    return [next(results) for _ in range(count)]
-
-
-def _produce_result(result: AppendResult) -> pb.PartitionProduceResponse:
-    return pb.PartitionProduceResponse(
-        partition=result.partition, error_code=result.error_code,  # type: ignore[arg-type]
+def _add_produce_result(partitions: Any, result: AppendResult) -> None:
+    partitions.add(
+        partition=result.partition, error_code=result.error_code,
         error_message=result.error_message, base_offset=result.base_offset,
         log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset)
 
 
-def _fetch_result(result: FetchedPartition) -> pb.PartitionFetchResponse:
-    return pb.PartitionFetchResponse(
-        partition=result.partition, error_code=result.error_code,  # type: ignore[arg-type]
+def _add_fetched(partitions: Any, result: FetchedPartition) -> None:
+    partitions.add(
+        partition=result.partition, error_code=result.error_code,
         error_message=result.error_message, high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
         records=result.records)
 
 
-def _offset_answer(answer: OffsetAnswer) -> pb.PartitionListOffsetsResponse:
-    return pb.PartitionListOffsetsResponse(
-        partition=answer.partition, error_code=answer.error_code,  # type: ignore[arg-type]
+def _add_offset_answer(partitions: Any, answer: OffsetAnswer) -> None:
+    partitions.add(
+        partition=answer.partition, error_code=answer.error_code,
         error_message=answer.error_message, offset=answer.offset, timestamp=answer.timestamp,
         leader_epoch=answer.leader_epoch)
+
+
+def _add_replica_fetched(partitions: Any, result: FetchedPartition) -> None:
+    out = partitions.add(
+        topic=result.topic, partition=result.partition,
+        error_code=result.error_code,
+        error_message=result.error_message, high_watermark=result.high_watermark,
+        log_start_offset=result.log_start_offset, log_end_offset=result.log_end_offset,
+        records=result.records)
+    if result.diverging_epoch is not None:
+        out.diverging_epoch.epoch, out.diverging_epoch.end_offset = result.diverging_epoch
 
 
 class StorageProcess:
@@ -217,8 +199,8 @@ class StorageProcess:
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk), Fetcher(manager, disk), OffsetLookup(manager, disk),
-            ReplicaFetchHandler(manager, disk, isr)), server)
+            Appender(manager, disk), Fetcher(manager, disk, isr),
+            OffsetLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None
         try:
