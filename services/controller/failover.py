@@ -1,4 +1,4 @@
-"""The active controller's partition-state duties (DESIGN §5), applied to etcd:
+"""The active controller's partition-state duties (docs/architecture.md §3), applied to etcd:
 
 * follow broker membership (the etcd watch, no polling): a broker whose lease
   expired leaves every ISR and loses its leaderships to the next in-sync replica;

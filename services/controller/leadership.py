@@ -1,5 +1,5 @@
 """Partition leadership and ISR decisions, as pure functions of a partition record and
-the set of live brokers (DESIGN §5). No etcd, no gRPC: the controller applies what
+the set of live brokers (docs/architecture.md §3). No etcd, no gRPC: the controller applies what
 these return with compare-and-swap, and the tests drive them directly.
 
 Rules (Kafka's, in its KRaft form):

@@ -1,6 +1,6 @@
 """Which node leads each requested partition: pure decisions over the metadata cache.
 
-A request for many partitions becomes one sub-request per leader node (DESIGN §5,
+A request for many partitions becomes one sub-request per leader node (docs/architecture.md §3,
 §10: throughput comes from few large calls). Partitions that cannot be routed get
 their typed error here and never leave the gateway.
 """

@@ -1,2 +1,2 @@
 """partition-storage: hosts partition replicas on local disk and serves produce, fetch and
-list-offsets for the partitions this node leads (DESIGN §1, §3, §5)."""
+list-offsets for the partitions this node leads (docs/architecture.md §1, §3, §4)."""

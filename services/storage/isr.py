@@ -1,4 +1,4 @@
-"""ISR changes proposed by this node for the partitions it leads (DESIGN §5).
+"""ISR changes proposed by this node for the partitions it leads (docs/architecture.md §3).
 
 * Shrink: every ``replica.lag.time.max.ms`` / 2, followers of the ISR that have not
   been caught up for longer than ``replica.lag.time.max.ms`` are proposed out.

@@ -1,7 +1,7 @@
 """Where a hosted partition lives under the data directory, and which incarnation of
 its topic the directory holds.
 
-``<data-dir>/<topic>-<partition>/`` holds the partition log (DESIGN §3) plus
+``<data-dir>/<topic>-<partition>/`` holds the partition log (docs/architecture.md §4) plus
 ``partition.metadata``, Kafka's record of the topic id. A topic deleted and created
 again under the same name gets a new id, so a directory left from the old topic is
 recognised as stale rather than served as the new topic's data.

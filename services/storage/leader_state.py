@@ -1,6 +1,6 @@
 """What a partition leader knows of its followers: their log end offsets, when each
 was last caught up, the ISR, and from those the high watermark and the ISR changes
-to propose (Kafka's ``Partition`` / ``Replica`` fetch state, DESIGN §5).
+to propose (Kafka's ``Partition`` / ``Replica`` fetch state, docs/architecture.md §3).
 
 Pure and synchronous: the caller passes the leader's log end offset and the time.
 

@@ -3,7 +3,7 @@ and the active controller (AlterPartition, ControlledShutdown).
 
 Addresses come from the metadata cache (broker registrations, the controller's
 election record). Answers from a controller older than the one this node knows are
-ignored: a deposed controller cannot change anything here (DESIGN §4).
+ignored: a deposed controller cannot change anything here (docs/architecture.md §5).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ with a typed error and nothing of that partition's request is written; other
 partitions of the request are unaffected. Appends to one partition are serialized
 in arrival order; different partitions are appended in parallel.
 
-acks (DESIGN §5): with 0 and 1 the answer follows the leader's own append (with
+acks (docs/architecture.md §3): with 0 and 1 the answer follows the leader's own append (with
 acks=0 Kafka sends no answer at all; a gRPC call always has one, and such clients
 simply do not wait for it). With -1 (all) the append is refused with
 NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``; otherwise

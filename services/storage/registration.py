@@ -1,4 +1,5 @@
-"""This node's membership: ``brokers/<node-id>`` in etcd, bound to a lease (DESIGN §4).
+"""This node's membership: ``brokers/<node-id>`` in etcd, bound to a lease
+(docs/architecture.md §5).
 
 The key lives exactly as long as the lease, so a node that dies (or is cut off from
 etcd longer than the lease TTL) disappears from the cluster by itself. If the lease

@@ -1,4 +1,4 @@
-"""The leader's side of replication (DESIGN §5): the follower's step of the one fetch
+"""The leader's side of replication (docs/architecture.md §3): the follower's step of the one fetch
 path of :mod:`services.storage.fetch`.
 
 A follower's ReplicaFetch is a fetch like a consumer's (same leader and epoch checks,

@@ -1,4 +1,4 @@
-"""The follower's side of replication: one fetcher per leader node (DESIGN §5).
+"""The follower's side of replication: one fetcher per leader node (docs/architecture.md §3).
 
 Each fetcher pulls every partition this node follows on one leader, in one
 long-polling ReplicaFetch call at a time, and for each partition of the answer:

@@ -13,7 +13,7 @@ at start ("stray" partitions: the topic was deleted while the node was down, or 
 node was pointed at the wrong cluster) are left alone with a warning: deleting data
 on the word of metadata that may be the wrong cluster's is not worth the risk.
 
-Roles (DESIGN §5): a replica this node leads gets a :class:`LeaderState` (its
+Roles (docs/architecture.md §3): a replica this node leads gets a :class:`LeaderState` (its
 followers' progress, from which the high watermark moves); a replica it follows is
 handed to the :class:`FollowerRole` (the replica fetchers); a leaderless one waits.
 A new leadership starts its leader epoch at the log end offset. Losing leadership

@@ -3,7 +3,7 @@
 A produce call carries up to ``max_request_size`` bytes of record batches. Built as
 ``strand.v1`` message objects and serialized by gRPC, those bytes would be copied
 three times over (into the message, into its parent, into the wire buffer), which
-takes about a millisecond per MiB here (DESIGN §10: the producer is CPU-bound). This
+takes about a millisecond per MiB here (docs/architecture.md §8: the producer is CPU-bound). This
 module writes the same wire bytes directly, copying the batches once; the call is
 made with an identity serializer. ``tests/integration/test_sdk_wire.py`` checks the
 output against the generated code's encoding byte for byte.

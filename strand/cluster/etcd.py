@@ -1,5 +1,5 @@
 """etcd plumbing shared by the services: leases kept alive, a watched metadata cache,
-and the election of the single ``controller`` key (DESIGN §4).
+and the election of the single ``controller`` key (docs/architecture.md §5).
 
 Nobody polls: a lease is renewed on its own schedule (a third of its TTL), the cache
 follows a watch that resumes from its revision, and a standby controller watches the

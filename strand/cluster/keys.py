@@ -1,4 +1,4 @@
-"""Where each metadata record lives in etcd: one prefix per cluster (DESIGN §4)::
+"""Where each metadata record lives in etcd: one prefix per cluster (docs/architecture.md §5)::
 
     <root>/<cluster>/brokers/<node id>
     <root>/<cluster>/controller

@@ -1,4 +1,4 @@
-"""The metadata records kept in etcd (DESIGN §4), as JSON values.
+"""The metadata records kept in etcd (docs/architecture.md §5), as JSON values.
 
 JSON keeps etcd readable with ``etcdctl get --prefix /strand`` while debugging; the
 records are small and written rarely (membership, admin, leadership changes).

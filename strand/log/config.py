@@ -122,7 +122,8 @@ TOPIC_CONFIG: dict[str, ConfigKey] = {
                   choices=("CreateTime", "LogAppendTime")),
         ConfigKey("min.insync.replicas", "int", 1, minimum=1, maximum=INT_MAX),
         ConfigKey("unclean.leader.election.enable", "bool", False),
-        # Strand never re-encodes a batch (DESIGN §2): only the producer's codec is kept.
+        # Strand never re-encodes a batch (docs/architecture.md §2): only the producer's
+        # codec is kept.
         ConfigKey("compression.type", "enum", "producer", choices=("producer",)),
     )
 }

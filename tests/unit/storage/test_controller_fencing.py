@@ -1,5 +1,5 @@
 """Storage nodes ignore a deposed controller: an answer stamped with an older
-controller epoch than the one in etcd is refused (DESIGN §4), and answers' typed
+controller epoch than the one in etcd is refused (docs/architecture.md §5), and answers' typed
 errors come through as StrandErrors."""
 
 from __future__ import annotations
