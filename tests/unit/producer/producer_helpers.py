@@ -1,24 +1,10 @@
-"""Shared helpers of the producer tests (a fake millisecond clock, leader maps)."""
+"""Shared helpers of the producer tests: leader maps (the clock is tests.support.clock's)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
 TopicPartition = tuple[str, int]
-
-
-class FakeClock:
-    """Milliseconds that move only when a test says so."""
-
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, ms: float) -> float:
-        self.now += ms
-        return self.now
 
 
 def leaders(mapping: Mapping[TopicPartition, int | None]) -> Callable[[TopicPartition], int | None]:
