@@ -33,7 +33,9 @@ def orders(sdk_cluster: SdkCluster) -> SdkCluster:
     """Topic ``orders``: 2 partitions with 100 records each, values 'p<partition>-<i>',
     timestamps 1_000_000 + i."""
     with Admin(sdk_cluster.bootstrap) as admin:
-        admin.create_topics([NewTopic("orders", 2, 1)])
+        # Kept whole: time retention would delete records stamped in 1970 at the storage
+        # node's next maintenance round (every 5 s), racing the tests that read them.
+        admin.create_topics([NewTopic("orders", 2, 1, config={"retention.ms": "-1"})])
     with Producer(sdk_cluster.bootstrap, batch_size=2048) as producer:
         for p in (0, 1):
             for i in range(100):
