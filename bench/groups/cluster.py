@@ -49,16 +49,12 @@ class BenchCluster:
             boot=Boot.ONE_BY_ONE, healthy_timeout=30))
 
     @property
-    def directory(self) -> Path:
-        return self.cluster.directory
-
-    @property
     def bootstrap(self) -> str:
         return self.cluster.bootstrap
 
     def start(self) -> None:
         err.print(f"starting etcd, a controller, {len(self.cluster.storage)} storage nodes "
-                  f"and a gateway in {self.directory}")
+                  f"and a gateway in {self.cluster.directory}")
         self.cluster.start()
 
     def start_coordinators(self, delay_ms: int) -> None:
