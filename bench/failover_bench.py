@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import sys
@@ -31,6 +30,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from strand import Admin, NewTopic, Producer, devcluster
+from strand.launcher import Cluster, Launch, wait_until
 
 TOPIC = "failover"
 err = Console(stderr=True)
@@ -79,35 +79,20 @@ def describe(bootstrap: str) -> tuple[int | None, tuple[int, ...]]:
     return part.leader, part.isr
 
 
-def wait_for(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
-def pid_of(directory: Path, node: int) -> int:
-    cluster = devcluster.DevCluster.load(directory)
-    assert cluster is not None
-    return next(p.pid for p in cluster.processes if p.id == f"storage-{node}")
-
-
-def one_round(directory: Path, bootstrap: str, writer: Writer, sig: int) -> tuple[float, int]:
+def one_round(cluster: Cluster, writer: Writer, sig: int) -> tuple[float, int]:
     """Kill (or stop) the leader; returns (seconds until produce works, node)."""
-    wait_for(lambda: len(describe(bootstrap)[1]) == 3 and describe(bootstrap)[0] is not None,
-             60, "a full ISR")
+    bootstrap = cluster.bootstrap
+    wait_until(lambda: len(describe(bootstrap)[1]) == 3 and describe(bootstrap)[0] is not None,
+               60, "a full ISR", interval=0.1)
     leader = describe(bootstrap)[0]
     assert leader is not None
     time.sleep(0.3)  # some acks before the fault
-    pid = pid_of(directory, leader)
+    node = cluster.storage[leader - 1]  # storage node ids count from 1
     moment = time.monotonic()
-    os.kill(pid, sig)
+    node.signal(sig)
     recovered = writer.first_ack_after(moment, 60) - moment
-    while devcluster.alive(pid):
-        time.sleep(0.05)
-    devcluster.start_again(directory, f"storage-{leader}")
+    wait_until(lambda: not node.running(), 120, f"storage-{leader} to exit")
+    node.start(60)  # again: same port, same data
     return recovered, leader
 
 
@@ -119,11 +104,16 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="strand-failover-"))
-    cluster = devcluster.up(directory, lease_ttl=args.lease_ttl, progress=err.print)
+    # The dev cluster's shape, as children of this process (they die with it).
+    cluster = Cluster(devcluster.spec(directory, lease_ttl=args.lease_ttl,
+                                      launch=Launch(die_with_parent=True)),
+                      on_spawn=lambda process: err.print(f"started {process.id}"))
     try:
-        with Admin(cluster.gateway) as admin:
+        err.print(f"starting the cluster in {directory}")
+        cluster.start()
+        with Admin(cluster.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])
-        writer = Writer(cluster.gateway)
+        writer = Writer(cluster.bootstrap)
         thread = threading.Thread(target=writer.run, daemon=True)
         thread.start()
         kills: list[float] = []
@@ -131,20 +121,20 @@ def main() -> int:
         with Progress(console=err, transient=True) as progress:
             task = progress.add_task("leader SIGKILLs", total=args.kills)
             for _ in range(args.kills):
-                kills.append(one_round(directory, cluster.gateway, writer, signal.SIGKILL)[0])
+                kills.append(one_round(cluster, writer, signal.SIGKILL)[0])
                 progress.advance(task)
             kill_failures = len(writer.failures)
             term_failures_before = len(writer.failures)
             task = progress.add_task("leader SIGTERMs", total=args.terms)
             terms = []
             for _ in range(args.terms):
-                terms.append(one_round(directory, cluster.gateway, writer, signal.SIGTERM)[0])
+                terms.append(one_round(cluster, writer, signal.SIGTERM)[0])
                 progress.advance(task)
         writer.stop.set()
         thread.join(90)
         term_failures = len(writer.failures) - term_failures_before
     finally:
-        devcluster.down(directory)
+        cluster.stop()
     result = {
         "lease_ttl_s": args.lease_ttl,
         "sigkill": {"rounds": len(kills), "p50_s": round(statistics.median(kills), 3),

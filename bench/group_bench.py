@@ -1,10 +1,10 @@
 """Consumer groups: how long 10 consumers take from joining to every partition
 assigned, and the throughput of a 3-consumer group (vs one consumer, no group).
 
-It starts a cluster of its own (real processes, with the integration tests' helpers
-in tests/integration/cluster_helpers.py): etcd, a controller, 3 storage nodes, a
-gateway and ``--coordinators`` group coordinators, in a temporary folder removed
-afterwards (the logs are kept when something fails). Then:
+It starts a cluster of its own (real processes, by strand.launcher as in the
+integration tests): etcd, a controller, 3 storage nodes, a gateway and
+``--coordinators`` group coordinators, in a temporary folder removed afterwards (the
+logs are kept when something fails). Then:
 
 1. Join latency, for every ``--delays`` value of the coordinators'
    ``--initial-rebalance-delay-ms`` (``default`` is the groups service's own default,
@@ -61,10 +61,10 @@ from typing import Any
 from groups.cluster import BenchCluster, default_assignors, default_delay_ms, err
 from groups.join import JOIN_TOPIC, POLL_MS, join_series
 from groups.throughput import DATA_TOPIC, throughput
-from procs import deferred_signals, interrupt_on_signals
 
 from strand import Admin, NewTopic
 from strand.coordination.shards import DEFAULT_SHARDS
+from strand.launcher import deferred_signals, interrupt_on_signals
 
 
 def _parse_delays(text: str, default: int) -> list[int]:

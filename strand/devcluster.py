@@ -6,34 +6,43 @@ serves with every storage node registered, and writes ``cluster.json`` — the f
 the SDK and CLI read to find the cluster when no address is given (see
 :mod:`strand.client.bootstrap`). ``down`` stops them (SIGTERM, then SIGKILL) and
 keeps the data, so the next ``up`` finds its topics again.
+
+The processes are :mod:`strand.launcher`'s; this module adds the folder, the
+detached launch and ``cluster.json``, which records each process's pid and command
+line so that later commands (``status``, ``down``, ``start_again``) find them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import grpc
-
 from strand.client.bootstrap import DEFAULT_DEV_DIR, ENV_DEV_DIR
+from strand.launcher import (
+    Boot,
+    Cluster,
+    ClusterSpec,
+    Launch,
+    LaunchError,
+    Process,
+    etcd_binary,
+    port_open,
+    stop_in_order,
+)
+from strand.launcher.probes import healthy
 
 CLUSTER_FILE = "cluster.json"
 CLUSTER_NAME = "dev"
 RACKS = ("a", "b", "c")
-GATEWAY_PORT = 9092  # the port Kafka users expect, when it is free
+ETCD_PORT = 2379  # etcd's and Kafka's usual ports, when they are free
+GATEWAY_PORT = 9092
+DETACHED = Launch(detached=True, env={})  # the user's environment as it is
 
 
-class DevClusterError(RuntimeError):
+class DevClusterError(LaunchError):
     pass
 
 
@@ -45,6 +54,12 @@ class ProcessInfo:
     address: str
     log: str
     args: tuple[str, ...] = ()  # the command line, to start it again (restart)
+
+    @classmethod
+    def of(cls, process: Process) -> ProcessInfo:
+        assert process.pid is not None
+        return cls(process.role, process.id, process.pid, process.address,
+                   str(process.log_path), tuple(process.command()))
 
 
 @dataclass(slots=True)
@@ -79,67 +94,41 @@ class DevCluster:
                     for p in raw.get("processes", [])])
 
 
+class RecordedProcess(Process):
+    """A process of cluster.json: its pid, and its command line to start it again."""
+
+    def __init__(self, info: ProcessInfo) -> None:
+        super().__init__(info.id, info.role, Path(info.log), DETACHED)
+        self.info = info
+        self.attach(info.pid)
+
+    @property
+    def address(self) -> str:
+        return self.info.address
+
+    def command(self) -> list[str]:
+        return list(self.info.args)
+
+    def serving(self) -> bool:
+        if self.role == "etcd":
+            return port_open(int(self.address.rsplit(":", 1)[1]))
+        return healthy(self.address)
+
+
 def default_directory() -> Path:
     return Path(os.environ.get(ENV_DEV_DIR) or DEFAULT_DEV_DIR).expanduser()
 
 
-def _free_port(preferred: int | None = None) -> int:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", preferred or 0))
-        except OSError:
-            s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie counts as dead: reap it if it is our child, else read its state
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    with contextlib.suppress(OSError, IndexError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
-def healthy(address: str, timeout: float = 0.5) -> bool:
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(address) as channel:
-        try:
-            response = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=timeout)
-        except grpc.RpcError:
-            return False
-    return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-def _wait(condition: Callable[[], bool], timeout: float, what: str, logs: Path) -> None:
-    # Waiting on other processes to come up: there is nothing to subscribe to.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise DevClusterError(f"timed out waiting for {what}; see the logs in {logs}")
-
-
-def _spawn(args: list[str], log_path: Path) -> int:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True,
-                                   cwd=Path(__file__).resolve().parents[1])
-    return process.pid
+def spec(directory: Path, storage_nodes: int = 3, controllers: int = 2,
+         lease_ttl: int | None = None, launch: Launch = DETACHED) -> ClusterSpec:
+    """The dev cluster's shape: ``controllers`` controllers, ``storage_nodes`` storage
+    nodes on racks a, b, c, a gateway (port 9092 when free) and a group coordinator,
+    every service spawned at once; ``lease_ttl`` (seconds) overrides the services'
+    default: how fast a dead process is noticed."""
+    return ClusterSpec(directory, name=CLUSTER_NAME, controllers=controllers,
+                       storage_nodes=storage_nodes, coordinators=1, racks=RACKS,
+                       lease_ttl=lease_ttl, data_dir="storage-{node}", etcd_port=ETCD_PORT,
+                       gateway_port=GATEWAY_PORT, boot=Boot.ALL_AT_ONCE, launch=launch)
 
 
 def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
@@ -149,74 +138,30 @@ def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
     (seconds) overrides the services' default: how fast a dead process is noticed."""
     directory.mkdir(parents=True, exist_ok=True)
     existing = DevCluster.load(directory)
-    if existing is not None and any(alive(p.pid) for p in existing.processes):
+    if existing is not None and any(RecordedProcess(p).running() for p in existing.processes):
         raise DevClusterError(f"a dev cluster is already running from {directory} "
                               "(strand dev status / strand dev down)")
-    etcd_binary = shutil.which("etcd")
-    if etcd_binary is None:
-        raise DevClusterError("etcd is not installed: run `make setup` "
-                              "(or `apt-get install etcd-server`)")
-    logs = directory / "logs"
-    cluster = DevCluster(directory)
-    python = sys.executable
+    try:
+        etcd_binary()
+    except LaunchError as exc:
+        raise DevClusterError(str(exc)) from None
+    cluster = Cluster(spec(directory, storage_nodes, controllers, lease_ttl))
+    record = DevCluster(directory, cluster.bootstrap, cluster.etcd.endpoint,
+                        storage=[node.address for node in cluster.storage])
 
-    client_port, peer_port = _free_port(2379), _free_port(2380)
-    cluster.etcd = f"127.0.0.1:{client_port}"
-    progress(f"starting etcd on {cluster.etcd}")
-    args: tuple[str, ...] = (etcd_binary, "--data-dir", str(directory / "etcd"), "--name", "dev",
-            "--listen-client-urls", f"http://{cluster.etcd}",
-            "--advertise-client-urls", f"http://{cluster.etcd}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-cluster", f"dev=http://127.0.0.1:{peer_port}")
-    cluster.processes.append(ProcessInfo("etcd", "etcd", _spawn(list(args), logs / "etcd.log"),
-                                         cluster.etcd, str(logs / "etcd.log"), args))
-    cluster.save()
-    _wait(lambda: _port_open(client_port), 20, "etcd", logs)
+    def spawned(process: Process) -> None:  # recorded at once: `down` finds it
+        progress(f"starting {process.id} on {process.address}")
+        record.processes.append(ProcessInfo.of(process))
+        record.save()
 
-    common = ["--etcd", cluster.etcd, "--cluster", cluster.cluster]
-    leased = [*common, "--lease-ttl", str(lease_ttl)] if lease_ttl else common
-    for i in range(controllers):
-        address = f"127.0.0.1:{_free_port()}"
-        progress(f"starting controller-{i} on {address}")
-        log_path = logs / f"controller-{i}.log"
-        args = (python, "-m", "services.controller", *leased, "--listen", address,
-                "--id", f"controller-{i}")
-        cluster.processes.append(ProcessInfo("controller", f"controller-{i}",
-                                             _spawn(list(args), log_path), address,
-                                             str(log_path), args))
-    for node in range(1, storage_nodes + 1):
-        address = f"127.0.0.1:{_free_port()}"
-        progress(f"starting storage-{node} on {address} (rack {RACKS[(node - 1) % 3]})")
-        log_path = logs / f"storage-{node}.log"
-        args = (python, "-m", "services.storage", *leased, "--listen", address,
-                "--node-id", str(node), "--rack", RACKS[(node - 1) % len(RACKS)],
-                "--data-dir", str(directory / f"storage-{node}"))
-        cluster.processes.append(ProcessInfo("storage", f"storage-{node}",
-                                             _spawn(list(args), log_path), address,
-                                             str(log_path), args))
-        cluster.storage.append(address)
-    cluster.gateway = f"127.0.0.1:{_free_port(GATEWAY_PORT)}"
-    progress(f"starting the gateway on {cluster.gateway}")
-    log_path = logs / "gateway.log"
-    args = (python, "-m", "services.gateway", *common, "--listen", cluster.gateway)
-    cluster.processes.append(ProcessInfo("gateway", "gateway", _spawn(list(args), log_path),
-                                         cluster.gateway, str(log_path), args))
-    address = f"127.0.0.1:{_free_port()}"
-    progress(f"starting the group coordinator on {address}")
-    log_path = logs / "groups-0.log"
-    args = (python, "-m", "services.groups", *leased, "--listen", address, "--id", "groups-0",
-            "--bootstrap", cluster.gateway)
-    cluster.processes.append(ProcessInfo("groups", "groups-0", _spawn(list(args), log_path),
-                                         address, str(log_path), args))
-    cluster.save()
-    for info in cluster.processes[1:]:
-        _wait(lambda info=info: _check(info) and healthy(info.address), 60,  # type: ignore[misc]
-              f"{info.id} to serve", logs)
-    _wait(lambda: _registered_brokers(cluster.gateway) >= storage_nodes, 30,
-          "every storage node to register", logs)
+    cluster.on_spawn = spawned
+    try:
+        cluster.start()
+    except (LaunchError, TimeoutError) as exc:
+        raise DevClusterError(f"{exc}\n(the logs are in {cluster.spec.log_dir}; "
+                              "strand dev down stops what started)") from None
     progress("cluster serving")
-    return cluster
+    return record
 
 
 def start_again(directory: Path, process_id: str, timeout: float = 60.0) -> ProcessInfo:
@@ -228,44 +173,19 @@ def start_again(directory: Path, process_id: str, timeout: float = 60.0) -> Proc
     index = next((i for i, p in enumerate(cluster.processes) if p.id == process_id), None)
     if index is None:
         raise DevClusterError(f"no process {process_id!r} in the dev cluster")
-    info = cluster.processes[index]
-    if alive(info.pid):
-        raise DevClusterError(f"{process_id} is still running (pid {info.pid})")
-    if not info.args:
+    process = RecordedProcess(cluster.processes[index])
+    if process.running():
+        raise DevClusterError(f"{process_id} is still running (pid {process.pid})")
+    if not process.info.args:
         raise DevClusterError(f"{process_id} was started by an older version: run dev down/up")
-    restarted = ProcessInfo(info.role, info.id, _spawn(list(info.args), Path(info.log)),
-                            info.address, info.log, info.args)
-    cluster.processes[index] = restarted
+    process.spawn()
+    cluster.processes[index] = restarted = ProcessInfo.of(process)
     cluster.save()
-    if info.role != "etcd":
-        _wait(lambda: _check(restarted) and healthy(restarted.address), timeout,
-              f"{process_id} to serve", Path(info.log).parent)
+    try:
+        process.wait_serving(timeout)
+    except (LaunchError, TimeoutError) as exc:
+        raise DevClusterError(str(exc)) from None
     return restarted
-
-
-def _check(info: ProcessInfo) -> bool:
-    if not alive(info.pid):
-        raise DevClusterError(f"{info.id} exited; its log ({info.log}) ends with:\n"
-                              + Path(info.log).read_text()[-2000:])
-    return True
-
-
-def _port_open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-        return True
-    return False
-
-
-def _registered_brokers(gateway: str) -> int:
-    from strand.v1 import common_pb2, gateway_pb2_grpc
-
-    with grpc.insecure_channel(gateway) as channel:
-        try:
-            response = gateway_pb2_grpc.GatewayStub(channel).Metadata(
-                common_pb2.MetadataRequest(), timeout=2)
-        except grpc.RpcError:
-            return 0
-    return len(response.brokers)
 
 
 def status(directory: Path) -> list[dict[str, object]]:
@@ -274,12 +194,11 @@ def status(directory: Path) -> list[dict[str, object]]:
         return []
     rows: list[dict[str, object]] = []
     for info in cluster.processes:
-        running = alive(info.pid)
-        serving = running and (_port_open(int(info.address.rsplit(":", 1)[1]))
-                               if info.role == "etcd" else healthy(info.address))
+        process = RecordedProcess(info)
+        running = process.running()
         rows.append({"role": info.role, "id": info.id, "pid": info.pid,
-                     "address": info.address, "running": running, "serving": serving,
-                     "log": info.log})
+                     "address": info.address, "running": running,
+                     "serving": running and process.serving(), "log": info.log})
     return rows
 
 
@@ -289,23 +208,6 @@ def down(directory: Path, timeout: float = 15.0,
     cluster = DevCluster.load(directory)
     if cluster is None:
         return 0
-    roles = ["groups", "gateway", "storage", "controller", "etcd"]
-    ordered = sorted(cluster.processes, key=lambda p: roles.index(p.role))
-    stopped = 0
-    for group in roles:
-        members = [p for p in ordered if p.role == group and alive(p.pid)]
-        for info in members:
-            progress(f"stopping {info.id} (pid {info.pid})")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(info.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while any(alive(p.pid) for p in members) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for info in members:
-            if alive(info.pid):
-                progress(f"{info.id} did not stop in {timeout:.0f}s: SIGKILL")
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(info.pid, signal.SIGKILL)
-        stopped += len(members)
+    stopped = stop_in_order([RecordedProcess(p) for p in cluster.processes], timeout, progress)
     cluster.file.unlink(missing_ok=True)
     return stopped

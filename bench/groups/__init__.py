@@ -1,6 +1,6 @@
 """The consumer-group benchmark's parts; run it with ``bench/group_bench.py``.
 
-- ``cluster``: the cluster it starts (BenchCluster), signal handling, the services'
+- ``cluster``: the cluster it starts (BenchCluster, on strand.launcher), the services'
   and the SDK's defaults, the progress console;
 - ``member_state``: a member's generation, pending rejoin and protocol (SDK internals);
 - ``join``: the join-latency rounds;

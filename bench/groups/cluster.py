@@ -1,32 +1,20 @@
-"""The benchmark's cluster and its process hygiene: BenchCluster (etcd, a controller,
-storage nodes, a gateway and group coordinators as real processes), the signal
-handling that stops them all, and the defaults of the services and the SDK that the
-benchmark reports or starts from."""
+"""The benchmark's cluster and the defaults it reports: BenchCluster (etcd, a
+controller, storage nodes, a gateway and group coordinators as real processes, by
+:mod:`strand.launcher`), the defaults of the services and the SDK that the benchmark
+reports or starts from, and the progress console."""
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
-REPO = Path(__file__).resolve().parents[2]
-# tests.integration.cluster_helpers, and bench/peers/procs.py (signal handling shared
-# with the NATS benchmark, imported as `procs` there too).
-for _path in (REPO, REPO / "bench" / "peers"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from services.groups.__main__ import parse_args as groups_parse_args  # noqa: E402
-from strand import Admin, Consumer, StrandError  # noqa: E402
-from strand.coordination.shards import shard_for  # noqa: E402
-from tests.integration.cluster_helpers import (  # noqa: E402
-    EtcdServer,
-    ServiceProcess,
-    wait_until,
-)
+from services.groups.__main__ import parse_args as groups_parse_args
+from strand import Admin, Consumer, StrandError
+from strand.coordination.shards import shard_for
+from strand.launcher import Boot, Cluster, ClusterSpec, wait_until
 
 err = Console(stderr=True)  # progress; the JSON document goes to stdout
 def default_delay_ms() -> int:
@@ -44,79 +32,44 @@ def default_assignors() -> tuple[str, ...]:
 
 class BenchCluster:
     """etcd, a controller, storage nodes, a gateway and group coordinators, started
-    like tests/integration/conftest.py's start_sdk_cluster (same helpers and
-    arguments, but the services' own lease TTL by default: the tests' 2 s made
-    storage nodes lose their lease on a busy machine); the coordinators can be
-    restarted with another rebalance delay."""
+    one by one like the SDK tests' clusters (tests/support/cluster.py) but with the
+    services' own lease TTL by default (the tests' 2 s made storage nodes lose their
+    lease on a busy machine); the coordinators can be restarted with another
+    rebalance delay."""
 
     def __init__(self, directory: Path, storage_nodes: int, coordinators: int,
                  shards: int, lease_ttl: int) -> None:
-        self.directory = directory
-        self.lease_ttl = str(lease_ttl)
-        self.storage_nodes = storage_nodes
         self.coordinator_count = coordinators
         self.shards = shards
-        self.name = "groupbench"
-        self.etcd = EtcdServer(directory / "etcd")
-        self.services: list[ServiceProcess] = []  # everything but etcd and the coordinators
-        self.coordinators: list[ServiceProcess] = []
-        self.gateway: ServiceProcess | None = None
         self.delay_ms: int | None = None
+        self.cluster = Cluster(ClusterSpec(
+            directory, name="groupbench", storage_nodes=storage_nodes, lease_ttl=lease_ttl,
+            controller_args=("--preferred-leader-interval", "2"),
+            coordinator_args=("--shards", str(shards)), etcd_fsync=False,
+            boot=Boot.ONE_BY_ONE, healthy_timeout=30))
 
     @property
     def bootstrap(self) -> str:
-        assert self.gateway is not None
-        return self.gateway.address
-
-    @property
-    def common(self) -> list[str]:
-        return ["--etcd", self.etcd.endpoint, "--cluster", self.name]
-
-    def _start(self, service: ServiceProcess, into: list[ServiceProcess]) -> ServiceProcess:
-        into.append(service)  # before start(): stopped even if it never becomes healthy
-        return service.start()
+        return self.cluster.bootstrap
 
     def start(self) -> None:
-        logs = self.directory / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        err.print(f"starting etcd, a controller, {self.storage_nodes} storage nodes and a "
-                  f"gateway in {self.directory}")
-        self.etcd.start()
-        self._start(ServiceProcess("controller", [*self.common, "--lease-ttl", self.lease_ttl,
-                                                  "--preferred-leader-interval", "2"],
-                                   logs / "controller.log"), self.services)
-        for node in range(1, self.storage_nodes + 1):
-            self._start(ServiceProcess("storage", [
-                *self.common, "--node-id", str(node), "--rack", f"r{node}",
-                "--data-dir", str(self.directory / f"data-{node}"), "--lease-ttl", self.lease_ttl],
-                logs / f"storage-{node}.log"), self.services)
-        self.gateway = self._start(ServiceProcess("gateway", self.common, logs / "gateway.log"),
-                                   self.services)
-
-        def registered() -> bool:
-            try:
-                with Admin(self.bootstrap, request_timeout_ms=5000) as admin:
-                    return len(admin.describe_cluster().brokers) == self.storage_nodes
-            except StrandError:
-                return False
-
-        wait_until(registered, 30, "every storage node to register", interval=0.2)
+        err.print(f"starting etcd, a controller, {len(self.cluster.storage)} storage nodes "
+                  f"and a gateway in {self.cluster.directory}")
+        self.cluster.start()
 
     def start_coordinators(self, delay_ms: int) -> None:
         """(Re)start the group coordinators with this initial rebalance delay and wait
         until every shard of __consumer_offsets is served through the gateway."""
-        if self.delay_ms == delay_ms and self.coordinators:
+        if self.delay_ms == delay_ms and self.cluster.coordinators:
             return
         self.stop_coordinators()
         err.print(f"starting {self.coordinator_count} group coordinator(s), "
                   f"--initial-rebalance-delay-ms {delay_ms}")
-        logs = self.directory / "logs"
         for i in range(self.coordinator_count):
-            self._start(ServiceProcess("groups", [
-                *self.common, "--id", f"groups-{i}", "--bootstrap", self.bootstrap,
-                "--lease-ttl", self.lease_ttl, "--shards", str(self.shards),
-                "--initial-rebalance-delay-ms", str(delay_ms)], logs / f"groups-{i}.log"),
-                self.coordinators)
+            coordinator = self.cluster.group_coordinator(
+                i, args=("--initial-rebalance-delay-ms", str(delay_ms)))
+            self.cluster.coordinators.append(coordinator)  # stopped even if it never serves
+            coordinator.start()
         self.delay_ms = delay_ms
         probes = _probe_groups(self.shards)
 
@@ -132,16 +85,18 @@ class BenchCluster:
         wait_until(serving, 60, "every group shard to be served", interval=0.2)
 
     def stop_coordinators(self) -> None:
-        for proc in self.coordinators:
-            proc.stop()
-        self.coordinators = []
+        for process in self.cluster.coordinators:
+            process.stop()
+        self.cluster.coordinators = []
         self.delay_ms = None
 
     def warnings(self) -> dict[str, int]:
         """Warning/error lines each service logged so far (lease losses, leader moves:
         signs that the machine was too busy for the numbers to mean much)."""
         counts: dict[str, int] = {}
-        for log in sorted((self.directory / "logs").glob("*.log")):
+        for log in sorted(self.cluster.spec.log_dir.glob("*.log")):
+            if log.stem == self.cluster.etcd.id:
+                continue  # etcd's own format
             with contextlib.suppress(OSError):
                 counts[log.stem] = sum(1 for line in log.read_text(errors="replace").splitlines()
                                        if '"level": "warning"' in line
@@ -149,10 +104,7 @@ class BenchCluster:
         return counts
 
     def stop(self) -> None:
-        self.stop_coordinators()
-        for proc in reversed(self.services):  # gateway, storage nodes, controller
-            proc.stop()
-        self.etcd.stop()
+        self.cluster.stop()
 
 
 def _probe_groups(shards: int) -> list[str]:

@@ -10,15 +10,15 @@ import contextlib
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from procs import die_with_parent
-
 from strand import Consumer, Producer, TopicPartition
+from strand.launcher import die_with_parent
 
 from .cluster import BenchCluster, err
 from .member_state import coordinator
@@ -77,7 +77,7 @@ def consume_worker(spec: WorkerSpec, events: Any, go: Any, stop: Any,
     """Read until ``stop``; report progress (records, highest offset per partition)
     every PROGRESS_S and the full statistics at the end, on ``events``."""
     if in_process:
-        die_with_parent()
+        die_with_parent(signal.SIGTERM)
     stats = WorkerStats(spec.index)
     highs: dict[int, int] = {}
     try:

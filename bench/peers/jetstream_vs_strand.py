@@ -45,10 +45,11 @@ from typing import Any
 import click
 import jetstream_bench
 from nats_cluster import NatsCluster
-from procs import interrupt_on_signals
 from rich.console import Console
 from rich.table import Table
 from strand_cluster import StrandDevCluster
+
+from strand.launcher import interrupt_on_signals
 
 TARGET_RATIO = 2.0
 REPLICAS = 3

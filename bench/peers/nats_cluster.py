@@ -7,8 +7,9 @@ JetStream clustering needs (its meta group and every R3 stream are Raft groups
 over those routes). ``start`` returns once the three nodes agree on a JetStream
 meta leader; ``stop`` (also on any error, through the context manager) sends
 SIGTERM, then SIGKILL, and reaps every process it started. The nodes are also
-started with ``PR_SET_PDEATHSIG`` so that they die with this process even if it is
-SIGKILLed and has no chance to clean up (see ``procs.py``).
+started with a parent-death signal (SIGTERM, by ``setpriv``) so that they die with
+this process even if it is SIGKILLed and has no chance to clean up (see
+``strand.launcher.signals``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -25,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from procs import deferred_signals, die_with_parent
+from strand.launcher import deferred_signals, with_death_signal
 
 CLUSTER_NAME = "strand-bench"
 
@@ -124,9 +126,10 @@ class NatsCluster:
             node.config_file.write_text(node.config(routes))
             with open(node.log_file, "ab") as log:
                 node.process = subprocess.Popen(
-                    [self.binary, "-c", str(node.config_file)], stdout=log,
+                    with_death_signal([self.binary, "-c", str(node.config_file)],
+                                      signal.SIGTERM), stdout=log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True, preexec_fn=die_with_parent)
+                    start_new_session=True)
         self.wait_for_meta_leader(timeout)
 
     def jsz(self, node: NatsNode, timeout: float = 2.0) -> dict[str, Any]:

@@ -26,9 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from procs import deferred_signals
-
-from strand.devcluster import alive
+from strand.launcher import alive, command_line, deferred_signals
 
 
 class StrandError(RuntimeError):
@@ -44,14 +42,6 @@ def strand_binary() -> str:
     if repo_venv.exists():
         return str(repo_venv)
     raise StrandError("no `strand` command beside this Python or in .venv: run `make setup`")
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
 def _boot_seconds() -> float:
@@ -146,7 +136,7 @@ class StrandDevCluster:
         rows: list[tuple[int, list[str]]] = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit() and int(entry.name) != os.getpid():
-                args = _cmdline(int(entry.name))
+                args = command_line(int(entry.name))
                 if args:
                     rows.append((int(entry.name), args))
         endpoints = {self.etcd} if self.etcd else set()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .harness import GROUP_ID, ChaosCluster, guarded
+from .harness import GROUP_ID, ChaosCluster, child
 from .history import (
     AMBIGUOUS,
     CLOSED,
@@ -45,7 +44,6 @@ from .history import (
     Read,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 CLOSE_TIMEOUT = 45.0  # a LeaveGroup may wait for a shard to find its coordinator
 
 
@@ -67,10 +65,7 @@ class MemberProcess:
     def __init__(self, name: str, command: list[str], log_path: Path, history: History,
                  errors: list[str]) -> None:
         self.name, self.history, self.errors = name, history, errors
-        with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                env={**os.environ, "PYTHONPATH": str(REPO)}, text=True, bufsize=1)
+        self.process = child(command, log_path)
         self.t_killed = -1.0
         self.owned: dict[int, Ownership] = {}
         self.sessions = 0
@@ -255,14 +250,14 @@ class GroupWorkload(threading.Thread):
         s = self.settings
         name = f"m{self.started}"
         self.started += 1
-        command = guarded([
+        command = [
             sys.executable, "-m", "tests.chaos.group_member", "--bootstrap",
             self.cluster.bootstrap, "--topic", self.topic, "--group", GROUP_ID, "--name", name,
             "--tag", self.cluster.name, "--assignor", s.assignor,
             "--session-timeout-ms", str(s.session_timeout_ms),
             "--heartbeat-interval-ms", str(s.heartbeat_interval_ms),
             "--max-poll-interval-ms", str(s.max_poll_interval_ms),
-            "--request-timeout-ms", str(s.request_timeout_ms)])
+            "--request-timeout-ms", str(s.request_timeout_ms)]
         member = MemberProcess(name, command, self.logs / f"{name}.log", self.history,
                                self.errors)
         self.cluster.spawned.add(member.process.pid)

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from strand import Admin, Consumer, NewTopic, TopicPartition
+from tests.support.waiting import wait_until
 
 from .checker import Report, check, compare_replicas
 from .faults import KINDS, Faults, schedule
 from .group_workload import GroupSettings, GroupWorkload
-from .harness import ChaosCluster, wait_until
+from .harness import ChaosCluster
 from .history import OK, FaultEvent, History, Read, ReplicaResult, Send
 from .workload import RewindReader, TailReader, Writer, read_back
 
@@ -287,7 +288,7 @@ def _check_replicas(cluster: ChaosCluster, config: ChaosConfig, history: History
     try:
         wait_until(lambda: cluster.healthy(config.topic, config.partitions, full_isr=True),
                    config.recovery_timeout if final else 10, "full in-sync replica sets", 0.2)
-    except AssertionError:
+    except TimeoutError:
         problems = cluster.problems(config.topic, config.partitions, full_isr=True)
         say(f"comparing the replicas before the cluster is whole: {'; '.join(problems)}")
     results = _compare_all(cluster, config, final)

@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 
 import pytest
-
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:  # the test modules and the child scripts import crash_helpers
-    sys.path.insert(0, _HERE)
 
 
 @pytest.fixture(autouse=True)

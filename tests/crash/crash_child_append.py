@@ -2,7 +2,8 @@
 
 Usage::
 
-    python crash_child_append.py DIRECTORY SEGMENT_BYTES FLUSH_MESSAGES [KILL_POINT ROLL_NUMBER]
+    python -m tests.crash.crash_child_append DIRECTORY SEGMENT_BYTES FLUSH_MESSAGES \
+        [KILL_POINT ROLL_NUMBER]
 
 After every successful ``append_as_leader`` it writes ``ack <batch_no> <first> <last>``
 to stdout with one unbuffered ``write`` (atomic on a pipe), so the parent knows
@@ -30,12 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from crash_helpers import LEADER_EPOCH, append_config, build_batch, fixed_clock
-
 import strand.log.segment as segment_module
 from strand.log import LogSegment, PartitionLog
 from strand.log.offset_index import OffsetIndex
 from strand.log.time_index import TimeIndex
+from tests.crash.crash_helpers import LEADER_EPOCH, append_config, build_batch, fixed_clock
 
 MAX_BATCHES = 50_000
 

@@ -1,7 +1,7 @@
 """Child process: build the compacted log of ``compact_layout`` and clean it, dying
 at a chosen step of the cleaner's swap protocol.
 
-Usage: ``python crash_child_compact.py DIRECTORY (none | STEP OCCURRENCE)``
+Usage: ``python -m tests.crash.crash_child_compact DIRECTORY (none | STEP OCCURRENCE)``
 
 Inside this process only, the cleaner's file operations are wrapped: ``os.fsync`` and
 ``os.replace`` as ``strand.log.cleaner`` sees them, its ``fsync_directory``,
@@ -20,12 +20,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from crash_helpers import FIXED_NOW_MS, build_compacted_log
-
 import strand.log.cleaner as cleaner_module
 from strand.log import LogSegment, PartitionLog
 from strand.log.offset_index import OffsetIndex
 from strand.log.time_index import TimeIndex
+from tests.crash.crash_helpers import FIXED_NOW_MS, build_compacted_log
 
 
 class Crash:

@@ -1,6 +1,6 @@
 """Child process: open a log and die halfway through rebuilding one segment's indexes.
 
-Usage: ``python crash_child_index_rebuild.py DIRECTORY BASE_OFFSET``
+Usage: ``python -m tests.crash.crash_child_index_rebuild DIRECTORY BASE_OFFSET``
 
 Segment ``BASE_OFFSET`` must have an untrustworthy index, so the open rebuilds both
 of its indexes (``LogSegment.recover``). The process SIGKILLs itself after the new
@@ -14,10 +14,9 @@ import signal
 import sys
 from pathlib import Path
 
-from crash_helpers import append_config, fixed_clock
-
 from strand.log import PartitionLog
 from strand.log.offset_index import OffsetIndex
+from tests.crash.crash_helpers import append_config, fixed_clock
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Child process: append deterministic batches, then ``truncate_to`` and die on the way.
 
-Usage: ``python crash_child_truncate.py DIRECTORY BATCHES TARGET_BATCH KILL_POINT``
+Usage: ``python -m tests.crash.crash_child_truncate DIRECTORY BATCHES TARGET_BATCH KILL_POINT``
 
 Appends batches ``0..BATCHES-1`` (8 KiB segments), flushes, prints
 ``target <offset>`` (the first offset of batch TARGET_BATCH) and truncates the log
@@ -21,9 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crash_helpers import append_batches, append_config, fixed_clock
-
 from strand.log import LogSegment, PartitionLog
+from tests.crash.crash_helpers import append_batches, append_config, fixed_clock
 
 
 def die() -> None:

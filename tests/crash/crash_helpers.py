@@ -1,7 +1,7 @@
 """Shared helpers of the crash-recovery tests.
 
-Imported by the test modules (through ``conftest.py``'s directory being on ``sys.path``)
-and by the child-process scripts of this directory, so every process derives the same
+Imported by the test modules and by the child-process scripts of this directory (run
+as ``python -m tests.crash.crash_child_<x>``), so every process derives the same
 deterministic content from a batch number, and the parent can check byte for byte
 what a killed child wrote.
 
@@ -44,7 +44,7 @@ from strand.records import (
     validate_batch,
 )
 
-CRASH_DIR = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
 FIXED_NOW_MS = 1_700_000_000_000
 BASE_TIMESTAMP = FIXED_NOW_MS - 3_600_000
 LEADER_EPOCH = 3
@@ -297,23 +297,28 @@ def timestamp_answers(log: PartitionLog, timestamps: Iterable[int]
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(CRASH_DIR), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join(  # the child imports tests.crash.crash_helpers
+        [str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
+def child_module(script: str) -> str:
+    """``crash_child_x.py`` of this directory as a module to run (``python -m``)."""
+    return f"{__package__}.{Path(script).stem}"
+
+
 def run_child(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run a helper script of this directory to completion (or to its own death)."""
+    """Run a child script of this directory to completion (or to its own death)."""
     return subprocess.run(
-        [sys.executable, str(CRASH_DIR / script), *args], capture_output=True, text=True,
+        [sys.executable, "-m", child_module(script), *args], capture_output=True, text=True,
         timeout=timeout, env=child_env(), check=False,
     )
 
 
 def start_child(script: str, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, str(CRASH_DIR / script), *args], stdout=subprocess.PIPE,
+        [sys.executable, "-m", child_module(script), *args], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, env=child_env(),
     )
 

@@ -18,7 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from crash_helpers import (
+
+from strand.log import PartitionLog
+from strand.log.checkpoint import OffsetCheckpoint
+from strand.log.cleaner import LogCleaner
+from strand.log.files import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, segment_path
+from strand.records import BatchBuilder, Record
+from tests.crash.crash_helpers import (
     FIXED_NOW_MS,
     KeyedRecord,
     brute_force_offset_for_timestamp,
@@ -32,12 +38,6 @@ from crash_helpers import (
     run_child,
     timestamp_probes,
 )
-
-from strand.log import PartitionLog
-from strand.log.checkpoint import OffsetCheckpoint
-from strand.log.cleaner import LogCleaner
-from strand.log.files import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, segment_path
-from strand.records import BatchBuilder, Record
 
 GROUPS = [[0, 1, 2], [3, 4, 5], [6, 7, 8]]  # segment numbers the cleaner takes together
 

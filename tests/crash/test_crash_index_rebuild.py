@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from crash_helpers import (
+
+from strand.log import LogConfig, PartitionLog
+from strand.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from strand.log.time_index import TimeIndex
+from strand.records import BatchBuilder
+from tests.crash.crash_helpers import (
     FIXED_NOW_MS,
     append_config,
     brute_force_offset_for_timestamp,
@@ -37,11 +42,6 @@ from crash_helpers import (
     timestamp_answers,
     timestamp_probes,
 )
-
-from strand.log import LogConfig, PartitionLog
-from strand.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
-from strand.log.time_index import TimeIndex
-from strand.records import BatchBuilder
 
 CONFIG = append_config(segment_bytes=16 * 1024, index_interval_bytes=256)
 BATCHES = 220

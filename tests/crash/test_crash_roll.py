@@ -16,7 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from crash_helpers import (
+
+from strand.log.checkpoint import OffsetCheckpoint
+from strand.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from tests.crash.crash_helpers import (
     append_config,
     brute_force_offset_for_timestamp,
     build_append_log,
@@ -35,9 +38,6 @@ from crash_helpers import (
     timestamp_answers,
     timestamp_probes,
 )
-
-from strand.log.checkpoint import OffsetCheckpoint
-from strand.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 
 SEGMENT_BYTES = 8 * 1024
 ROLL_NUMBER = 3

@@ -16,7 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from crash_helpers import (
+
+from strand.log.checkpoint import OffsetCheckpoint
+from strand.log.files import LOG_SUFFIX, segment_path
+from tests.crash.crash_helpers import (
     append_config,
     check_append_only_log,
     check_appends_continue,
@@ -27,9 +30,6 @@ from crash_helpers import (
     reopen,
     start_child,
 )
-
-from strand.log.checkpoint import OffsetCheckpoint
-from strand.log.files import LOG_SUFFIX, segment_path
 
 SEGMENT_BYTES = 32 * 1024
 # (seed, flush.messages); 0 = never flush, so the whole log is recovered on open.

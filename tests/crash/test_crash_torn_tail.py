@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from crash_helpers import (
+
+from strand.errors import CorruptRecordError
+from strand.log.checkpoint import OffsetCheckpoint
+from strand.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from strand.records import HEADER_SIZE, iter_record_batches, validate_batch
+from tests.crash.crash_helpers import (
     FileBatch,
     append_config,
     build_append_log,
@@ -38,11 +43,6 @@ from crash_helpers import (
     segment_bases,
     stored_batch,
 )
-
-from strand.errors import CorruptRecordError
-from strand.log.checkpoint import OffsetCheckpoint
-from strand.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
-from strand.records import HEADER_SIZE, iter_record_batches, validate_batch
 
 CONFIG = append_config(segment_bytes=16 * 1024, index_interval_bytes=512)
 BATCHES = 200

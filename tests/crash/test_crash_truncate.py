@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from crash_helpers import (
+
+from tests.crash.crash_helpers import (
     append_config,
     check_append_only_log,
     check_appends_continue,

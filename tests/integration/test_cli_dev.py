@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster_helpers import REPO
+from strand.launcher import REPO
 
 
 def strand(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

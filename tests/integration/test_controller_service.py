@@ -14,15 +14,16 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cluster_helpers import EtcdServer, ServiceProcess, wait_until
 from etcd3aio import prefix_range_end
 
 from strand.cluster.etcd import connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import BrokerRegistration, ControllerRecord, PartitionRecord, TopicRecord
 from strand.errors import ErrorCode
+from strand.launcher import EtcdServer, ServiceProcess
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc
+from tests.support.waiting import wait_until
 
 CLUSTER = "itest"
 KEYS = KeySpace(CLUSTER)

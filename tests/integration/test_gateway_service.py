@@ -12,12 +12,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cluster_helpers import EtcdServer, ServiceProcess, wait_until
 
 from strand.errors import ErrorCode
+from strand.launcher import EtcdServer, ServiceProcess
 from strand.records import BatchBuilder, Compression, iter_record_batches
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
+from tests.support.waiting import wait_until
 
 CLUSTER = "gw"
 
@@ -204,7 +205,7 @@ def test_several_gateways_serve_at_once(cluster: Cluster) -> None:
 def test_gateway_serves_prometheus_metrics(cluster: Cluster) -> None:
     import urllib.request
 
-    from cluster_helpers import free_port
+    from strand.launcher import free_port
 
     port = free_port()
     gateway = ServiceProcess("gateway", ["--etcd", cluster.etcd.endpoint, "--cluster", CLUSTER,

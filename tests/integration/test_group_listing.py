@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from cluster_helpers import wait_until
 
 from strand import Admin, NewTopic, TopicPartition
 from strand.coordination.shards import shard_for
 from strand.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError
 from strand.v1 import common_pb2, gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
-SHARDS = 4  # SdkCluster.group_coordinator starts every instance with --shards 4
+SHARDS = 4  # the SDK tests' coordinators run with --shards 4 (tests.support.cluster)
 INCOMPLETE = {common_pb2.ErrorCode.Value("COORDINATOR_LOAD_IN_PROGRESS"),
               common_pb2.ErrorCode.Value("COORDINATOR_NOT_AVAILABLE")}
 

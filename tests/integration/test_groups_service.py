@@ -16,54 +16,31 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cluster_helpers import EtcdServer, ServiceProcess, wait_until
 
 from strand.errors import ErrorCode
+from strand.launcher import Cluster
 from strand.v1 import common_pb2, gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb
+from tests.support.cluster import cluster_spec
+from tests.support.waiting import wait_until
 
 RANGE = [pb.GroupProtocol(name="range", metadata=b"orders")]
 
 
-class Cluster:
-    def __init__(self, tmp: Path) -> None:
-        self.etcd = EtcdServer(tmp / "etcd")
-        self.etcd.start()
-        common = ["--etcd", self.etcd.endpoint, "--cluster", "groups"]
-        self.controller = ServiceProcess("controller", [*common, "--lease-ttl", "2"],
-                                         tmp / "controller.log").start()
-        self.storage = [ServiceProcess("storage", [
-            *common, "--node-id", str(n), "--data-dir", str(tmp / f"data-{n}"),
-            "--lease-ttl", "2"], tmp / f"storage-{n}.log").start() for n in (1, 2, 3)]
-        self.gateway = ServiceProcess("gateway", common, tmp / "gateway.log").start()
-        self.coordinators = [self.coordinator(i, tmp) for i in (0, 1)]
-        self.channel = grpc.insecure_channel(self.gateway.address)
-        self.stub = gateway_pb2_grpc.GatewayStub(self.channel)
-        self.tmp = tmp
-
-    def coordinator(self, index: int, tmp: Path, port: int | None = None) -> ServiceProcess:
-        proc = ServiceProcess("groups", [
-            "--etcd", self.etcd.endpoint, "--cluster", "groups", "--id", f"groups-{index}",
-            "--bootstrap", self.gateway.address, "--lease-ttl", "2", "--shards", "6",
-            "--initial-rebalance-delay-ms", "200"], tmp / f"groups-{index}.log")
-        if port is not None:
-            proc.listen_port = port
-        return proc.start()
-
-    def stop(self) -> None:
-        self.channel.close()
-        for proc in (*self.coordinators, self.gateway, *self.storage, self.controller):
-            proc.stop()
-        self.etcd.stop()
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """Three storage nodes and two group coordinators (6 shards of __consumer_offsets)."""
+    with Cluster(cluster_spec(tmp_path, "groups", storage_nodes=3, coordinators=2,
+                              coordinator_args=("--shards", "6",
+                                                "--initial-rebalance-delay-ms", "200"))
+                 ) as started:
+        yield started
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(tmp_path)
-    try:
-        yield started
-    finally:
-        started.stop()
+def stub(cluster: Cluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
+    with grpc.insecure_channel(cluster.bootstrap) as channel:
+        yield gateway_pb2_grpc.GatewayStub(channel)
 
 
 def code(name: str) -> int:
@@ -93,8 +70,8 @@ def fetch(stub: gateway_pb2_grpc.GatewayStub) -> dict[tuple[str, int], int]:
     return {(p.topic, p.partition): p.offset for p in response.partitions}
 
 
-def test_two_members_rebalance_commit_and_survive_coordinator_kills(cluster: Cluster) -> None:
-    stub = cluster.stub
+def test_two_members_rebalance_commit_and_survive_coordinator_kills(
+        cluster: Cluster, stub: gateway_pb2_grpc.GatewayStub) -> None:
     a, b = member_id(stub), member_id(stub)
     with ThreadPoolExecutor(2) as pool:
         joined = list(pool.map(lambda m: join(stub, m), (a, b)))
@@ -137,8 +114,8 @@ def test_two_members_rebalance_commit_and_survive_coordinator_kills(cluster: Clu
                                                        generation_id=1), timeout=30)
         assert heartbeat.error_code in (0, code("REBALANCE_IN_PROGRESS"),
                                         code("UNKNOWN_MEMBER_ID")), heartbeat
-        cluster.coordinators[index] = cluster.coordinator(index, cluster.tmp,
-                                                          port=victim.listen_port)
+        cluster.coordinators[index] = cluster.group_coordinator(
+            index, victim.listen_port).start()
     described = stub.DescribeGroup(pb.DescribeGroupRequest(group_id="app"), timeout=30)
     assert described.error_code == 0 and described.protocol_type == "consumer"
     listed = stub.ListGroups(pb.ListGroupsRequest(), timeout=30)
@@ -146,8 +123,7 @@ def test_two_members_rebalance_commit_and_survive_coordinator_kills(cluster: Clu
     assert "app" in {g.group_id for g in listed.groups}
 
 
-def test_bad_group_requests_get_typed_errors(cluster: Cluster) -> None:
-    stub = cluster.stub
+def test_bad_group_requests_get_typed_errors(stub: gateway_pb2_grpc.GatewayStub) -> None:
     empty = stub.JoinGroup(pb.JoinGroupRequest(group_id="", protocol_type="consumer",
                                                protocols=RANGE), timeout=30)
     assert empty.error_code == code("INVALID_GROUP_ID")

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from cluster_helpers import wait_until
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
 from strand.errors import InvalidReplicaAssignmentError
 from strand.producer import RecordFuture
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
 PARTITIONS = 3
 CONFIG = {"min.insync.replicas": "2"}
@@ -121,11 +121,11 @@ def test_followers_copy_the_leader_byte_for_byte(
     assert all(sorted(isr) == [1, 2, 3] for _, isr in state.values()), state
 
     def identical() -> bool:
-        return all(len({_log_bytes(cluster.tmp / f"data-{n}", "copied", p) for n in (1, 2, 3)})
+        return all(len({_log_bytes(cluster.data_dir(n), "copied", p) for n in (1, 2, 3)})
                    == 1 for p in range(PARTITIONS))
 
     wait_until(identical, 20, "every replica's log to equal its leader's")
-    assert sum(len(_log_bytes(cluster.tmp / "data-1", "copied", p))
+    assert sum(len(_log_bytes(cluster.data_dir(1), "copied", p))
                for p in range(PARTITIONS)) > 400_000
 
 
@@ -164,7 +164,7 @@ def test_leader_sigkill_loses_no_acknowledged_record(
     wait_until(lambda: {p: leader for p, (leader, _) in _describe(cluster, "killed").items()}
                == preferred, 20, "preferred leaders to be restored")
     wait_until(lambda: all(
-        len({_log_bytes(cluster.tmp / f"data-{n}", "killed", p) for n in (1, 2, 3)}) == 1
+        len({_log_bytes(cluster.data_dir(n), "killed", p) for n in (1, 2, 3)}) == 1
         for p in range(PARTITIONS)), 20, "the replicas to be identical again")
 
 
@@ -199,7 +199,7 @@ def test_reassignment_copies_then_switches_and_changes_the_replication_factor(
                    "the reassignment to complete")
         part = admin.describe_topics(["moving"])[0].partitions[0]
         assert part.replicas == (1, 2, 3) and sorted(part.isr) == [1, 2, 3]
-        wait_until(lambda: len({_log_bytes(cluster.tmp / f"data-{n}", "moving", 0)
+        wait_until(lambda: len({_log_bytes(cluster.data_dir(n), "moving", 0)
                                 for n in (1, 2, 3)}) == 1, 20, "identical copies")
 
         # Move off node 1 (the leader) to RF 2: leadership moves, node 1 deletes its copy.
@@ -208,7 +208,7 @@ def test_reassignment_copies_then_switches_and_changes_the_replication_factor(
                    "the second reassignment to complete")
         part = admin.describe_topics(["moving"])[0].partitions[0]
         assert part.replicas == (3, 2) and part.leader in (2, 3) and 1 not in part.isr
-        wait_until(lambda: not (cluster.tmp / "data-1" / "moving-0").exists(), 20,
+        wait_until(lambda: not (cluster.data_dir(1) / "moving-0").exists(), 20,
                    "node 1 to delete its copy")
 
         # Bad targets are refused with typed errors and change nothing.

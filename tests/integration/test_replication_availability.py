@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
-from cluster_helpers import wait_until
 
 from strand import Admin, NewTopic, Producer
 from strand.errors import NotEnoughReplicasError
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
 
 def _partition(admin: Admin, topic: str) -> tuple[int | None, tuple[int, ...]]:

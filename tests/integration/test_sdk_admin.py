@@ -7,7 +7,6 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
-from cluster_helpers import free_port
 
 from strand import Admin, NewTopic, Producer, TransportError
 from strand.errors import (
@@ -18,10 +17,11 @@ from strand.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from strand.launcher import free_port
 from strand.producer import default_partition
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
 
 def test_topic_lifecycle(sdk_cluster: SdkCluster) -> None:

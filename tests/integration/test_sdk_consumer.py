@@ -20,9 +20,10 @@ from strand import (
     TopicPartition,
 )
 from strand.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from tests.support.waiting import poll_records
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
@@ -32,23 +33,15 @@ def orders(sdk_cluster: SdkCluster) -> SdkCluster:
     """Topic ``orders``: 2 partitions with 100 records each, values 'p<partition>-<i>',
     timestamps 1_000_000 + i."""
     with Admin(sdk_cluster.bootstrap) as admin:
-        admin.create_topics([NewTopic("orders", 2, 1)])
+        # Kept whole: time retention would delete records stamped in 1970 at the storage
+        # node's next maintenance round (every 5 s), racing the tests that read them.
+        admin.create_topics([NewTopic("orders", 2, 1, config={"retention.ms": "-1"})])
     with Producer(sdk_cluster.bootstrap, batch_size=2048) as producer:
         for p in (0, 1):
             for i in range(100):
                 producer.send("orders", f"p{p}-{i}".encode(), key=str(i).encode(), partition=p,
                               timestamp_ms=1_000_000 + i)
     return sdk_cluster
-
-
-def poll_until(consumer: Consumer, count: int, timeout: float = 10,
-               max_records: int | None = None) -> list[ConsumerRecord]:
-    out: list[ConsumerRecord] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < count and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=200, max_records=max_records).values():
-            out.extend(records)
-    return out
 
 
 def offsets(records: list[ConsumerRecord], tp: TopicPartition) -> list[int]:
@@ -63,7 +56,7 @@ def test_assign_poll_and_positions(orders: SdkCluster) -> None:
         assert consumer.position(T0) == 0  # 'earliest' by default
         first = consumer.poll(timeout_ms=5000)
         assert 0 < sum(len(r) for r in first.values()) <= 30
-        records = [r for rs in first.values() for r in rs] + poll_until(consumer, 170)
+        records = [r for rs in first.values() for r in rs] + poll_records(consumer, 170)
         assert offsets(records, T0) == list(range(100))
         assert offsets(records, T1) == list(range(100))
         assert all(r.value == f"p{r.partition}-{r.offset}".encode() for r in records)
@@ -85,15 +78,15 @@ def test_seek_and_seek_to_beginning_and_end(orders: SdkCluster) -> None:
         consumer.seek(T0, 95)
         consumer.seek_to_end(T1)
         assert consumer.position(T1) == 100
-        records = poll_until(consumer, 5)
+        records = poll_records(consumer, 5)
         assert offsets(records, T0) == [95, 96, 97, 98, 99]
         assert offsets(records, T1) == []
         consumer.seek(T0, 10)  # back again: buffered data is dropped
-        assert [r.offset for r in poll_until(consumer, 3, max_records=3)] == [10, 11, 12]
+        assert [r.offset for r in poll_records(consumer, 3, max_records=3)] == [10, 11, 12]
         assert consumer.position(T0) == 13
         consumer.seek_to_beginning()
         assert consumer.position(T0) == 0 and consumer.position(T1) == 0
-        records = poll_until(consumer, 200)
+        records = poll_records(consumer, 200)
         assert offsets(records, T0) == list(range(100))
         assert offsets(records, T1) == list(range(100))
         with pytest.raises(ValueError):
@@ -108,7 +101,7 @@ def test_seek_into_the_middle_of_a_batch(orders: SdkCluster) -> None:
         consumer.assign([T1])
         for start in (1, 7, 50, 99):
             consumer.seek(T1, start)
-            records = poll_until(consumer, 100 - start)
+            records = poll_records(consumer, 100 - start)
             assert offsets(records, T1) == list(range(start, 100))
 
 
@@ -151,15 +144,15 @@ def test_pause_and_resume(orders: SdkCluster) -> None:
         consumer.assign([T0, T1])
         consumer.pause(T1)
         assert consumer.paused() == {T1}
-        records = poll_until(consumer, 100)
+        records = poll_records(consumer, 100)
         time.sleep(0.3)
-        records += poll_until(consumer, 1, timeout=0.3)
+        records += poll_records(consumer, 1, timeout=0.3)
         assert offsets(records, T0) == list(range(100))
         assert offsets(records, T1) == []
         assert consumer.position(T1) == 0
         consumer.resume(T1)
         assert consumer.paused() == set()
-        assert offsets(poll_until(consumer, 100), T1) == list(range(100))
+        assert offsets(poll_records(consumer, 100), T1) == list(range(100))
 
 
 def test_auto_offset_reset(orders: SdkCluster) -> None:
@@ -168,21 +161,21 @@ def test_auto_offset_reset(orders: SdkCluster) -> None:
         assert consumer.position(T0) == 100
         assert consumer.poll(timeout_ms=200) == {}
         consumer.seek(T0, 5000)  # out of range: reset to 'latest'
-        assert poll_until(consumer, 1, timeout=1) == []
+        assert poll_records(consumer, 1, timeout=1) == []
         assert consumer.position(T0) == 100
     with Consumer(orders.bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([T0])
         consumer.seek(T0, 5000)  # out of range: reset to 'earliest'
-        assert offsets(poll_until(consumer, 100), T0) == list(range(100))
+        assert offsets(poll_records(consumer, 100), T0) == list(range(100))
     with Consumer(orders.bootstrap, auto_offset_reset="none") as consumer:
         consumer.assign([T0])
         with pytest.raises(NoOffsetForPartitionError):
             consumer.poll(timeout_ms=100)
         consumer.seek(T0, 98)
-        assert offsets(poll_until(consumer, 2), T0) == [98, 99]
+        assert offsets(poll_records(consumer, 2), T0) == [98, 99]
         consumer.seek(T0, 5000)
         with pytest.raises(OffsetOutOfRangeError):
-            poll_until(consumer, 1, timeout=5)
+            poll_records(consumer, 1, timeout=5)
         consumer.seek_to_beginning(T0)  # an explicit reset is allowed with 'none'
         assert consumer.position(T0) == 0
     with pytest.raises(ValueError):
@@ -199,7 +192,7 @@ def test_unknown_partition_is_retried_until_it_exists(orders: SdkCluster) -> Non
             admin.create_topics([NewTopic("later", 1, 1)])
         with Producer(orders.bootstrap) as producer:
             producer.send("later", b"finally").result(10)
-        records = poll_until(consumer, 1)
+        records = poll_records(consumer, 1)
         assert [r.value for r in records] == [b"finally"]
 
 

@@ -25,14 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
-from cluster_helpers import ServiceProcess, wait_until
 
-from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strand import Admin, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition
 from strand.coordination.shards import GROUP_TOPIC, shard_for
 from strand.errors import StrandError, UnknownMemberIdError
+from strand.launcher import ServiceProcess
+from tests.support.waiting import poll_until, wait_until
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
 Factory = Callable[..., "SdkCluster"]
 Read = tuple[int, int]  # (partition, offset)
@@ -153,7 +154,7 @@ def wait_partitioned(admin: Admin, group: str, members: Sequence[Member],
 
     try:
         wait_until(settled, timeout, what, interval=0.1)
-    except AssertionError as exc:
+    except TimeoutError as exc:
         owned = [partitions_of(m.owned) for m in members]
         raise AssertionError(f"{exc}; members own {owned}; "
                              f"{admin.describe_group(group)}") from None
@@ -166,19 +167,6 @@ def wait_read(members: Sequence[Member], expected: set[Read], what: str) -> None
         return expected <= {r for m in members for r in m.reads()}
 
     wait_until(done, 45, what, interval=0.1)
-
-
-def poll_until(consumer: Consumer, done: Callable[[], bool], timeout: float, what: str,
-               read: list[Read] | None = None) -> None:
-    """Drive a consumer used by the test's own thread until ``done()``."""
-
-    def polled() -> bool:
-        for records in consumer.poll(timeout_ms=200).values():
-            if read is not None:
-                read.extend((r.partition, r.offset) for r in records)
-        return done()
-
-    wait_until(polled, timeout, what, interval=0)
 
 
 # --------------------------------------------------------------------------- tests
@@ -304,8 +292,12 @@ def test_committed_offsets_survive_sigkill_of_the_offsets_partition_leader(
                      **MEMBER) as member:
         member.subscribe([topic])
         read: list[Read] = []
+
+        def keep(record: ConsumerRecord) -> None:
+            read.append((record.partition, record.offset))
+
         poll_until(member, lambda: len(read) == sum(counts.values()), 45,
-                   "the member to read every record", read)
+                   "the member to read every record", each=keep)
         member.commit()  # its positions: counts[p] in each partition p
         expected = {tp: counts[tp.partition] for tp in tps}
         assert {tp: member.committed(tp) for tp in tps} == expected
@@ -334,7 +326,7 @@ def test_committed_offsets_survive_sigkill_of_the_offsets_partition_leader(
 
         produce(cluster, topic, dict.fromkeys(range(4), 4))
         poll_until(member, lambda: len(read) == sum(counts.values()) + 16, 60,
-                   "the member to read records produced after the kill", read)
+                   "the member to read records produced after the kill", each=keep)
         assert sorted(read) == sorted(
             (p, o) for p, n in counts.items() for o in range(n + 4))
         member.commit()

@@ -11,38 +11,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
-from cluster_helpers import ServiceProcess, wait_until
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition, WakeupError
 from strand.errors import StrandError
+from strand.launcher import ServiceProcess
+from tests.support.rebalance import Recorder
+from tests.support.waiting import poll_until, wait_until
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
-
-
-class Recorder:
-    """A rebalance listener that keeps what its member owns (readable from any thread)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, set[TopicPartition]]] = []
-        self.owned: frozenset[TopicPartition] = frozenset()
-        self.most = 0  # the most partitions owned at once
-
-    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
-        self.events.append(("assigned", partitions))
-        self.owned = self.owned | partitions
-        self.most = max(self.most, len(self.owned))
-
-    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
-        self.events.append(("revoked", partitions))
-        self.owned = self.owned - partitions
-
-    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
-        self.events.append(("lost", partitions))
-        self.owned = self.owned - partitions
-
-    def kinds(self) -> list[str]:
-        return [kind for kind, _ in self.events]
+    from tests.support.cluster import SdkCluster
 
 
 @pytest.fixture
@@ -86,24 +63,16 @@ class Poller:
         assert not self._thread.is_alive() and not self.errors, self.errors
 
 
-def poll_until(consumer: Consumer, condition: Callable[[], bool], what: str,
-               timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        consumer.poll(timeout_ms=100)
-
-
 def test_a_pattern_subscription_follows_matching_topics(cluster: SdkCluster) -> None:
     create(cluster, "metrics.cpu", "metrics.disk", "logs.app")
     with member(cluster, "pattern", metadata_max_age_ms=500) as consumer:
         consumer.subscribe(pattern=r"metrics\..*")
         assert consumer.subscription() == {"metrics.cpu", "metrics.disk"}
         want = {TopicPartition(t, p) for t in ("metrics.cpu", "metrics.disk") for p in (0, 1)}
-        poll_until(consumer, lambda: consumer.assignment() == want, "the matching topics")
+        poll_until(consumer, lambda: consumer.assignment() == want, 30, "the matching topics")
         create(cluster, "metrics.net")  # found at the next metadata refresh
         want |= {TopicPartition("metrics.net", p) for p in (0, 1)}
-        poll_until(consumer, lambda: consumer.assignment() == want, "the new topic")
+        poll_until(consumer, lambda: consumer.assignment() == want, 30, "the new topic")
         assert "logs.app" not in consumer.subscription()
         assert "__consumer_offsets" not in consumer.subscription()
     with member(cluster, "pattern") as consumer, pytest.raises(ValueError):
@@ -135,7 +104,7 @@ def test_async_commits_apply_in_order_and_report_to_their_callbacks(
     results: list[tuple[int, Exception | None]] = []
     with member(cluster, "async") as consumer:
         consumer.subscribe(["async-commits"])
-        poll_until(consumer, lambda: consumer.assignment() == {tp}, "the assignment")
+        poll_until(consumer, lambda: consumer.assignment() == {tp}, 30, "the assignment")
         metadata = consumer.group_metadata()
         assert (metadata.group_id, metadata.generation_id) == ("async", 1)
         assert metadata.member_id and metadata.group_instance_id is None
@@ -146,7 +115,7 @@ def test_async_commits_apply_in_order_and_report_to_their_callbacks(
         assert results == [(offset, None) for offset in range(1, 51)]
         assert consumer.committed(tp) == 51
         consumer.commit_async({tp: 60})
-        poll_until(consumer, lambda: consumer.committed(tp) == 60, "the async commit")
+        poll_until(consumer, lambda: consumer.committed(tp) == 60, 30, "the async commit")
         consumer.commit_async({tp: 70}, lambda o, e: results.append((o[tp], e)))
     assert results[-1] == (70, None)  # close() waited for it and ran its callback
 
@@ -155,7 +124,7 @@ def test_wakeup_ends_a_blocked_poll_and_the_consumer_goes_on(cluster: SdkCluster
     create(cluster, "wakeups", partitions=1)
     with member(cluster, "wakers") as consumer:
         consumer.subscribe(["wakeups"])
-        poll_until(consumer, lambda: bool(consumer.assignment()), "the assignment")
+        poll_until(consumer, lambda: bool(consumer.assignment()), 30, "the assignment")
         timer = threading.Timer(0.5, consumer.wakeup)
         started = time.monotonic()
         timer.start()
@@ -171,7 +140,7 @@ def test_wakeup_ends_a_blocked_poll_and_the_consumer_goes_on(cluster: SdkCluster
         got: list[bytes] = []
         poll_until(consumer, lambda: got.extend(
             r.value or b"" for rs in consumer.poll(timeout_ms=200).values() for r in rs)
-            or got == [b"after"], "the record after the wakeups")
+            or got == [b"after"], 30, "the record after the wakeups")
 
 
 def test_a_member_that_stops_polling_leaves_and_its_partitions_move(
@@ -207,7 +176,7 @@ def test_a_member_busy_past_its_session_during_a_rebalance_stays_in_the_group(
     with member(cluster, "busybodies", session_timeout_ms=3000) as busy, \
             member(cluster, "busybodies", session_timeout_ms=3000) as joiner:
         busy.subscribe(["busy"], listener=busy_listener)
-        poll_until(busy, lambda: len(busy_listener.owned) == 2, "the first assignment")
+        poll_until(busy, lambda: len(busy_listener.owned) == 2, 30, "the first assignment")
         joiner.subscribe(["busy"], listener=joiner_listener)
         joiner_poller = Poller(joiner)  # its join starts a rebalance that waits for busy
         time.sleep(7)  # busy "processes" for more than two session timeouts, not polling
@@ -258,7 +227,7 @@ def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
         again = member(cluster, "statics", group_instance_id="pinned")
         try:
             again.subscribe(["static"])
-            poll_until(again, lambda: again.assignment() == pinned, "the same partitions")
+            poll_until(again, lambda: again.assignment() == pinned, 30, "the same partitions")
             time.sleep(1)  # give a rebalance, were there one, time to reach the other
             other_poller.stop()
             assert len(others.events) == events_before  # the other member saw nothing
@@ -283,7 +252,7 @@ def test_an_empty_groups_offsets_expire_after_retention_and_stay_expired(
     with member(cluster, "keepers") as busy, member(cluster, "leavers") as idle:
         for consumer in (busy, idle):
             consumer.subscribe(["retained"])
-            poll_until(consumer, lambda c=consumer: bool(c.assignment()), "an assignment")
+            poll_until(consumer, lambda c=consumer: bool(c.assignment()), 30, "an assignment")
             consumer.commit({tp: 7})
         idle.close()  # leaves: the group is empty, its retention starts now
         emptied = time.monotonic()
@@ -293,7 +262,7 @@ def test_an_empty_groups_offsets_expire_after_retention_and_stay_expired(
             took = time.monotonic() - emptied
             assert took >= 2.0, took  # not before the retention
             # The member of the other group keeps polling: its offsets stay.
-            poll_until(busy, lambda: True, "a poll")
+            poll_until(busy, lambda: True, 30, "a poll")
             assert busy.committed(tp) == 7
             # Expiry was written as tombstones: a coordinator that loads the shard
             # again from __consumer_offsets does not bring the group back.

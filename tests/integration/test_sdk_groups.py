@@ -13,26 +13,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+from tests.support.rebalance import Recorder
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
 TOPIC = "grouped"
 PARTITIONS = 4
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.assigned: set[TopicPartition] = set()
-        self.events: list[tuple[str, set[TopicPartition]]] = []
-
-    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
-        self.assigned |= partitions
-        self.events.append(("assigned", partitions))
-
-    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
-        self.assigned -= partitions
-        self.events.append(("revoked", partitions))
 
 
 def consumer(cluster: SdkCluster) -> Consumer:
@@ -69,12 +56,12 @@ def test_a_group_shares_partitions_and_resumes_from_commits(
         thread.start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        a, b = recorders["a"].assigned, recorders["b"].assigned
+        a, b = recorders["a"].owned, recorders["b"].owned
         if a and b and not a & b and len(a | b) == PARTITIONS \
                 and len(seen["a"]) + len(seen["b"]) >= 400:
             break
         time.sleep(0.1)
-    a, b = set(recorders["a"].assigned), set(recorders["b"].assigned)
+    a, b = set(recorders["a"].owned), set(recorders["b"].owned)
     assert a and b and not a & b, (a, b)  # each partition to exactly one member
     assert a | b == {TopicPartition(TOPIC, p) for p in range(PARTITIONS)}
 
@@ -82,9 +69,9 @@ def test_a_group_shares_partitions_and_resumes_from_commits(
     stop_a.set()
     threads[0].join(30)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(recorders["b"].assigned) < PARTITIONS:
+    while time.monotonic() < deadline and len(recorders["b"].owned) < PARTITIONS:
         time.sleep(0.1)
-    assert len(recorders["b"].assigned) == PARTITIONS
+    assert len(recorders["b"].owned) == PARTITIONS
     stop.set()
     threads[1].join(30)
 
@@ -133,16 +120,16 @@ def test_a_killed_members_partitions_go_to_the_others_after_its_session(
             survivor.subscribe(["killable"], listener=recorder)
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not (
-                    0 < len(recorder.assigned) < PARTITIONS):
+                    0 < len(recorder.owned) < PARTITIONS):
                 survivor.poll(timeout_ms=200)
-            shared = set(recorder.assigned)
+            shared = set(recorder.owned)
             assert 0 < len(shared) < PARTITIONS, shared  # the victim holds the others
             victim.kill()  # SIGKILL: no LeaveGroup, only the session timeout tells
             killed_at = time.monotonic()
-            while time.monotonic() < killed_at + 30 and len(recorder.assigned) < PARTITIONS:
+            while time.monotonic() < killed_at + 30 and len(recorder.owned) < PARTITIONS:
                 survivor.poll(timeout_ms=200)
             took = time.monotonic() - killed_at
-            assert len(recorder.assigned) == PARTITIONS
+            assert len(recorder.owned) == PARTITIONS
             assert took >= 2.0, took  # not before the victim's session could expire
     finally:
         victim.kill()

@@ -10,7 +10,6 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
-from cluster_helpers import free_port
 
 from strand import (
     Admin,
@@ -24,11 +23,12 @@ from strand import (
     TopicPartition,
 )
 from strand.errors import RecordTooLargeError, RequestTimedOutError, UnknownTopicOrPartitionError
+from strand.launcher import free_port
 from strand.producer import RecordFuture, default_partition
 from strand.records import TimestampType
 
 if TYPE_CHECKING:
-    from conftest import SdkCluster
+    from tests.support.cluster import SdkCluster
 
 
 def create(cluster: SdkCluster, name: str, partitions: int, **config: str) -> None:

@@ -6,8 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import EtcdServer, ServiceProcess
-from test_storage_support import (
+
+from strand.launcher import EtcdServer, ServiceProcess
+from strand.records import Compression, RecordBatch, iter_record_batches
+from strand.v1 import common_pb2 as pb
+from tests.integration.test_storage_support import (
     BASE_TS,
     StorageClient,
     decode,
@@ -15,9 +18,6 @@ from test_storage_support import (
     put_topic,
     start_storage,
 )
-
-from strand.records import Compression, RecordBatch, iter_record_batches
-from strand.v1 import common_pb2 as pb
 
 
 @pytest.fixture

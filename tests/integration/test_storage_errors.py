@@ -7,11 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import EtcdServer, ServiceProcess
-from test_storage_support import StorageClient, make_batch, put_topic, start_storage
 
+from strand.launcher import EtcdServer, ServiceProcess
 from strand.records import BatchBuilder
 from strand.v1 import common_pb2 as pb
+from tests.integration.test_storage_support import (
+    StorageClient,
+    make_batch,
+    put_topic,
+    start_storage,
+)
 
 
 @pytest.fixture

@@ -6,8 +6,15 @@ import json
 import time
 from pathlib import Path
 
-from cluster_helpers import EtcdServer, wait_until
-from test_storage_support import (
+from services.storage.layout import read_topic_id, write_topic_id
+from strand.cluster.model import PartitionRecord, TopicRecord
+from strand.launcher import EtcdServer
+from strand.log.checkpoint import CLEAN_SHUTDOWN_FILE
+from strand.log.config import LogConfig
+from strand.log.log import PartitionLog
+from strand.records import BatchBuilder
+from strand.v1 import common_pb2 as pb
+from tests.integration.test_storage_support import (
     KEYS,
     StorageClient,
     data_dir,
@@ -20,14 +27,7 @@ from test_storage_support import (
     revoke_lease,
     start_storage,
 )
-
-from services.storage.layout import read_topic_id, write_topic_id
-from strand.cluster.model import PartitionRecord, TopicRecord
-from strand.log.checkpoint import CLEAN_SHUTDOWN_FILE
-from strand.log.config import LogConfig
-from strand.log.log import PartitionLog
-from strand.records import BatchBuilder
-from strand.v1 import common_pb2 as pb
+from tests.support.waiting import wait_until
 
 
 def _produce_values(client: StorageClient, topic: str, partition: int, count: int,

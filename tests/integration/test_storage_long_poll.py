@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import EtcdServer, ServiceProcess
-from test_storage_support import (
+
+from strand.launcher import EtcdServer, ServiceProcess
+from strand.v1 import common_pb2 as pb
+from tests.integration.test_storage_support import (
     StorageClient,
     cpu_seconds,
     decode,
@@ -16,8 +18,6 @@ from test_storage_support import (
     put_topic,
     start_storage,
 )
-
-from strand.v1 import common_pb2 as pb
 
 
 @pytest.fixture

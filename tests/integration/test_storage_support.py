@@ -1,4 +1,4 @@
-"""Helpers of the storage-node integration tests (imported by name; holds no tests).
+"""Helpers of the storage-node integration tests (a module of helpers: no tests).
 
 Partitions are assigned by writing TopicRecord/PartitionRecord JSON into etcd
 directly, as the controller would: these tests need no controller.
@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from cluster_helpers import EtcdServer, ServiceProcess, wait_until
 from etcd3aio import prefix_range_end
 
 from strand.cluster.etcd import connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import PartitionRecord, TopicRecord
+from strand.launcher import EtcdServer, ServiceProcess
 from strand.records import BatchBuilder, Compression, Record, iter_record_batches
 from strand.records.record import Header
 from strand.v1 import common_pb2 as pb
 from strand.v1 import storage_pb2_grpc
+from tests.support.waiting import wait_until
 
 CLUSTER = "storage-test"
 KEYS = KeySpace(CLUSTER)
@@ -45,8 +46,7 @@ def start_storage(etcd: EtcdServer, tmp_path: Path, node_id: int = 1,
 
 def restart(process: ServiceProcess) -> ServiceProcess:
     """The same node again (same flags, same listen port, same data)."""
-    return ServiceProcess(process.name, process.args, process.log_path,
-                          listen_port=process.listen_port).start()
+    return process.start()
 
 
 def data_dir(tmp_path: Path, node_id: int = 1) -> Path:

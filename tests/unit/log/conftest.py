@@ -4,9 +4,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from log_helpers import FakeClock
 
 from strand.log import LogConfig, PartitionLog
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture

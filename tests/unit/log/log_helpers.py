@@ -1,4 +1,4 @@
-"""Helpers shared by the log tests (imported by name: pytest puts this folder on sys.path)."""
+"""Helpers shared by the log tests (the clock is tests.support.clock's)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,6 @@ from collections.abc import Sequence
 
 from strand.log import PartitionLog
 from strand.records import BatchBuilder, Compression, Record, RecordBatch, iter_record_batches
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
 
 
 def make_batch(

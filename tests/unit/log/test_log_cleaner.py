@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from log_helpers import FakeClock, read_all, read_batches
-
 from strand.log import LogConfig, PartitionLog
 from strand.log.cleaner import LogCleaner, dirty_ratio, needs_cleaning
 from strand.records import BatchBuilder, Compression, build_end_txn_marker, iter_record_batches
 from strand.records.control import ControlType
+from tests.support.clock import FakeClock
+from tests.unit.log.log_helpers import read_all, read_batches
 
 OpenLog = Callable[..., PartitionLog]
 COMPACT = ("compact",)

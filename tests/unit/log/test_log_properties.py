@@ -16,11 +16,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from log_helpers import read_all, read_batches
 
 from strand.log import LogConfig, PartitionLog
 from strand.log.cleaner import LogCleaner
 from strand.records import BatchBuilder, Compression, stamp
+from tests.unit.log.log_helpers import read_all, read_batches
 
 values = st.binary(min_size=0, max_size=300)
 codecs = st.sampled_from(list(Compression))

@@ -4,7 +4,6 @@ import os
 from collections.abc import Callable
 
 import pytest
-from log_helpers import FakeClock, make_batch, read_all
 
 from strand.errors import (
     CorruptRecordError,
@@ -16,6 +15,8 @@ from strand.errors import (
 from strand.log import LogConfig, PartitionLog
 from strand.records import BatchBuilder, TimestampType, iter_record_batches, read_header
 from strand.records.batch import CRC_POS
+from tests.support.clock import FakeClock
+from tests.unit.log.log_helpers import make_batch, read_all
 
 OpenLog = Callable[..., PartitionLog]
 

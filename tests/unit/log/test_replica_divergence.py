@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from log_helpers import make_batch
-
 from services.storage.replica_fetch import diverging_epoch
 from strand.log import PartitionLog
 from strand.records import iter_record_batches
 from strand.records.batch import split_batches
+from tests.unit.log.log_helpers import make_batch
 
 
 def replicate(follower: PartitionLog, leader: PartitionLog, limit: int | None = None) -> int:

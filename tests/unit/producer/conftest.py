@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from producer_helpers import FakeClock
+
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1_000)  # milliseconds of a monotonic clock

@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-from producer_helpers import FakeClock, leaders, wait_until
 
 from strand.errors import ErrorCode, StrandError
 from strand.producer import (
@@ -17,6 +16,9 @@ from strand.producer import (
     RecordAppendResult,
 )
 from strand.records import HEADER_SIZE, record_size
+from tests.support.clock import FakeClock
+from tests.support.waiting import wait_until
+from tests.unit.producer.producer_helpers import leaders
 
 TP0 = ("t", 0)
 VALUE = b"x" * 100
@@ -33,6 +35,13 @@ def small_pool(clock: FakeClock, **kwargs: object) -> RecordAccumulator:
     }
     options.update(kwargs)
     return RecordAccumulator(clock=clock, **options)  # type: ignore[arg-type]
+
+
+def wait_blocked(acc: RecordAccumulator, appends: int) -> None:
+    """Until ``appends`` appends (other threads) wait for memory; looked at every
+    millisecond, as some give up after 50 ms."""
+    wait_until(lambda: acc.waiting_for_memory == appends, 5,
+               f"{appends} appends to wait for memory", interval=0.001)
 
 
 class Appender(threading.Thread):
@@ -98,14 +107,14 @@ def test_a_blocked_append_resumes_when_a_batch_completes(clock: FakeClock) -> No
     leader_of = leaders({("t", p): 1 for p in range(4)})
     for p in range(3):
         acc.append("t", p, None, VALUE, timestamp=1)
-    assert acc.ready(clock.now, leader_of).ready_nodes == set()  # lingering
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == set()  # lingering
     assert not woken.is_set()
     appender = Appender(acc, 3)
     appender.start()
-    wait_until(lambda: acc.waiting_for_memory == 1)
+    wait_blocked(acc, 1)
     assert woken.is_set()  # the sender was told
     # Someone waits for memory: everything is sendable now, linger or not.
-    assert acc.ready(clock.now, leader_of).ready_nodes == {1}
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == {1}
     (batch,) = acc.drain([1], RECORD_ALONE, leader_of=leader_of)[1]
     assert appender.is_alive()  # draining frees nothing; completion does
     released_at = time.monotonic()
@@ -123,7 +132,7 @@ def test_a_failed_batch_also_frees_memory_for_waiters(clock: FakeClock) -> None:
         acc.append("t", 0, None, VALUE, timestamp=1)
     appender = Appender(acc, 0)
     appender.start()
-    wait_until(lambda: acc.waiting_for_memory == 1)
+    wait_blocked(acc, 1)
     acc.queued_batches(TP0)[0].fail(TimeoutError("delivery timeout"))
     appender.join(timeout=5)
     assert appender.error is None and appender.result is not None
@@ -136,14 +145,14 @@ def test_waiters_are_served_first_come_first_served(clock: FakeClock) -> None:
     batches = acc.queued_batches(TP0)
     big = Appender(acc, 1, b"B" * 150)  # needs more than one batch frees
     big.start()
-    wait_until(lambda: acc.waiting_for_memory == 1)
+    wait_blocked(acc, 1)
     batches[0].complete(0)  # room for a small record, not for the big one
     time.sleep(0.02)
     assert big.is_alive()
     small = Appender(acc, 2)
     small.start()
     # The small record would fit, but it queues behind the big one instead of starving it.
-    wait_until(lambda: acc.waiting_for_memory == 2)
+    wait_blocked(acc, 2)
     time.sleep(0.02)
     assert small.is_alive()
     batches[1].complete(1)
@@ -175,10 +184,10 @@ def test_a_timed_out_waiter_lets_the_next_one_through(clock: FakeClock) -> None:
 
     first = threading.Thread(target=impatient, daemon=True)
     first.start()
-    wait_until(lambda: acc.waiting_for_memory == 1)
+    wait_blocked(acc, 1)
     patient = Appender(acc, 2)
     patient.start()
-    wait_until(lambda: acc.waiting_for_memory == 2)
+    wait_blocked(acc, 2)
     acc.queued_batches(TP0)[0].complete(1)  # enough for the patient one only
     first.join(timeout=5)
     patient.join(timeout=5)
@@ -192,7 +201,7 @@ def test_close_wakes_blocked_appends(clock: FakeClock) -> None:
         acc.append("t", 0, None, VALUE, timestamp=1)
     appender = Appender(acc, 1)
     appender.start()
-    wait_until(lambda: acc.waiting_for_memory == 1)
+    wait_blocked(acc, 1)
     acc.close()
     appender.join(timeout=5)
     assert isinstance(appender.error, ProducerClosedError)

@@ -6,10 +6,10 @@ import threading
 import time
 
 import pytest
-from producer_helpers import wait_until
 
 from strand.errors import ErrorCode, StrandError
 from strand.producer import BufferExhaustedError, BufferPool, ProducerClosedError
+from tests.support.waiting import wait_until
 
 
 class Allocation(threading.Thread):
@@ -37,7 +37,8 @@ def queue(pool: BufferPool, granted: list[str], *requests: tuple[str, int]) -> l
     for name, size in requests:
         allocation = Allocation(pool, name, size, granted)
         allocation.start()
-        wait_until(lambda: pool.queued == len(started) + 1)
+        wait_until(lambda: pool.queued == len(started) + 1, 5, "the allocation to queue",
+                   interval=0.001)
         started.append(allocation)
     return started
 
@@ -155,7 +156,7 @@ def test_a_head_that_times_out_passes_the_turn_on() -> None:
     granted: list[str] = []
     impatient = Allocation(pool, "impatient", 80, granted, max_block_ms=100)
     impatient.start()
-    wait_until(lambda: pool.queued == 1)
+    wait_until(lambda: pool.queued == 1, 5, "the allocation to queue", interval=0.001)
     (patient,) = queue(pool, granted, ("patient", 20))
     pool.deallocate(20)  # enough for the patient one only, who is second
     impatient.join(timeout=5)

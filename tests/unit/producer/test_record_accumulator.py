@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-from producer_helpers import FakeClock, leaders
 
 from strand.errors import InvalidTimestampError, RecordTooLargeError
 from strand.producer import (
@@ -18,6 +17,8 @@ from strand.producer import (
     RecordMetadata,
 )
 from strand.records import HEADER_SIZE, BatchBuilder, Compression, RecordBatch, record_size
+from tests.support.clock import FakeClock
+from tests.unit.producer.producer_helpers import leaders
 
 TP0 = ("t", 0)
 TP1 = ("t", 1)
@@ -139,11 +140,11 @@ def test_abort_on_new_batch_appends_only_to_an_open_batch(clock: FakeClock) -> N
 def test_a_batch_is_sendable_after_linger(clock: FakeClock) -> None:
     acc = make(clock, linger_ms=10)
     leader_of = leaders({TP0: 1})
-    start = clock.now
+    start = clock.now_ms
     acc.append("t", 0, None, b"v", timestamp=1)
     clock.advance(3)
     acc.append("t", 0, None, b"v", timestamp=1)  # linger counts from the batch's creation
-    nodes, delay, unknown = acc.ready(clock.now, leader_of)
+    nodes, delay, unknown = acc.ready(clock.now_ms, leader_of)
     assert nodes == set() and delay == 7 and unknown == set()
     assert acc.ready(start + 9.5, leader_of).next_ready_check_delay_ms == 0.5
     assert acc.ready(start + 10, leader_of).ready_nodes == {1}
@@ -151,20 +152,20 @@ def test_a_batch_is_sendable_after_linger(clock: FakeClock) -> None:
 
 def test_nothing_to_send_means_no_timer(clock: FakeClock) -> None:
     acc = make(clock)
-    result = acc.ready(clock.now, leaders({}))
+    result = acc.ready(clock.now_ms, leaders({}))
     assert result.ready_nodes == set() and result.next_ready_check_delay_ms == float("inf")
 
 
 def test_a_full_batch_is_sendable_before_linger(clock: FakeClock) -> None:
     acc = make(clock, linger_ms=10_000)
     fill(acc, TP0, 9)  # 8 fill the first batch, the 9th opens another
-    assert acc.ready(clock.now, leaders({TP0: 1})).ready_nodes == {1}
+    assert acc.ready(clock.now_ms, leaders({TP0: 1})).ready_nodes == {1}
 
 
 def test_a_record_of_batch_size_is_sendable_at_once(clock: FakeClock) -> None:
     acc = make(clock, linger_ms=10_000, batch_size=100)
     acc.append("t", 0, None, b"v" * 200, timestamp=1)
-    assert acc.ready(clock.now, leaders({TP0: 1})).ready_nodes == {1}
+    assert acc.ready(clock.now_ms, leaders({TP0: 1})).ready_nodes == {1}
 
 
 def test_partitions_without_leader_are_reported(clock: FakeClock) -> None:
@@ -172,7 +173,7 @@ def test_partitions_without_leader_are_reported(clock: FakeClock) -> None:
     acc.append("t", 0, None, b"v", timestamp=1)
     acc.append("t", 1, None, b"v", timestamp=1)
     acc.append("t", 2, None, b"v", timestamp=1)
-    result = acc.ready(clock.now, leaders({TP0: 3, TP2: -1}))
+    result = acc.ready(clock.now_ms, leaders({TP0: 3, TP2: -1}))
     assert result.ready_nodes == {3}
     assert result.unknown_leader_partitions == {TP1, TP2}
 
@@ -182,22 +183,22 @@ def test_ready_groups_partitions_by_leader(clock: FakeClock) -> None:
     for p in range(4):
         acc.append("t", p, None, b"v", timestamp=1)
     leader_of = leaders({TP0: 1, TP1: 2, TP2: 1, TP3: 2})
-    assert acc.ready(clock.now, leader_of).ready_nodes == {1, 2}
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == {1, 2}
 
 
 def test_flush_and_close_make_batches_sendable(clock: FakeClock) -> None:
     acc = make(clock, linger_ms=10_000)
     leader_of = leaders({TP0: 1})
     acc.append("t", 0, None, b"v", timestamp=1)
-    assert acc.ready(clock.now, leader_of).ready_nodes == set()
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == set()
     acc.flush_begin()
     assert acc.flush_in_progress
-    assert acc.ready(clock.now, leader_of).ready_nodes == {1}
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == {1}
     acc.await_flush_completion(timeout=0)
     assert not acc.flush_in_progress
-    assert acc.ready(clock.now, leader_of).ready_nodes == set()
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == set()
     acc.close()
-    assert acc.ready(clock.now, leader_of).ready_nodes == {1}
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == {1}
 
 
 def test_muted_partitions_are_held_back(clock: FakeClock) -> None:
@@ -205,7 +206,7 @@ def test_muted_partitions_are_held_back(clock: FakeClock) -> None:
     acc.append("t", 0, None, b"v", timestamp=1)
     leader_of = leaders({TP0: 1})
     acc.mute(TP0)
-    assert acc.ready(clock.now, leader_of).ready_nodes == set()
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == set()
     assert acc.drain([1], 10_000, leader_of=leader_of) == {1: []}
     acc.unmute(TP0)
     assert len(acc.drain([1], 10_000, leader_of=leader_of)[1]) == 1
@@ -219,7 +220,7 @@ def test_drain_takes_one_batch_per_partition_per_call(clock: FakeClock) -> None:
     fill(acc, TP0, 8 * 3)  # three full batches
     fill(acc, TP1, 1)
     leader_of = leaders({TP0: 1, TP1: 1})
-    acc.ready(clock.now, leader_of)
+    acc.ready(clock.now_ms, leader_of)
     first = acc.drain([1], 1_000_000)[1]  # leader_of remembered from ready()
     assert sorted(b.topic_partition for b in first) == [TP0, TP1]
     second = acc.drain([1], 1_000_000)[1]
@@ -275,7 +276,7 @@ def test_a_drained_batch_takes_no_more_records(clock: FakeClock) -> None:
     acc = make(clock, linger_ms=0)
     acc.append("t", 0, None, b"a", timestamp=1)
     (batch,) = acc.drain([1], 10_000, leader_of=leaders({TP0: 1}))[1]
-    assert batch.is_closed and batch.drained_ms == clock.now
+    assert batch.is_closed and batch.drained_ms == clock.now_ms
     result = acc.append("t", 0, None, b"b", timestamp=1)
     assert result.new_batch_created
     assert batch.record_count == 1
@@ -290,16 +291,16 @@ def test_reenqueue_goes_to_the_front_and_respects_backoff(clock: FakeClock) -> N
     fill(acc, TP0, 8)
     (first,) = acc.drain([1], 10**6, leader_of=leader_of)[1]
     fill(acc, TP0, 1)  # a newer batch, sendable at once (linger 0)
-    acc.reenqueue(first, now=clock.now)
+    acc.reenqueue(first, now=clock.now_ms)
     assert first.attempts == 1
     assert acc.queued_batches(TP0)[0] is first
     clock.advance(99)
-    result = acc.ready(clock.now, leader_of)
+    result = acc.ready(clock.now_ms, leader_of)
     assert result.ready_nodes == set() and result.next_ready_check_delay_ms == 1
     # During backoff the partition is skipped: the newer batch must not overtake it.
     assert acc.drain([1], 10**6, leader_of=leader_of) == {1: []}
     clock.advance(1)
-    assert acc.ready(clock.now, leader_of).ready_nodes == {1}
+    assert acc.ready(clock.now_ms, leader_of).ready_nodes == {1}
     assert acc.drain([1], 10**6, leader_of=leader_of)[1] == [first]
 
 
@@ -477,7 +478,7 @@ def test_built_batches_decode_to_the_appended_records(
 
 
 def test_a_producer_batch_alone(clock: FakeClock) -> None:
-    batch = ProducerBatch("t", 4, batch_size=200, created_ms=clock.now)
+    batch = ProducerBatch("t", 4, batch_size=200, created_ms=clock.now_ms)
     assert batch.has_room_for(10_000)  # empty: anything fits
     size = batch.size_of(b"k", b"v" * 50, [], 10)
     future = batch.append(b"k", b"v" * 50, [], 10)

@@ -1,0 +1,248 @@
+"""A Strand cluster of real processes on 127.0.0.1: etcd, controllers, storage nodes
+(with racks), gateways and group coordinators, described by a :class:`ClusterSpec`.
+
+``Cluster(spec)`` creates every process (ports chosen, nothing started yet: a caller
+may still adjust a process's arguments); :meth:`Cluster.start` boots them in the
+spec's :class:`Boot` order and returns once every storage node is registered;
+:meth:`Cluster.stop` stops them, clients first and etcd last. Process ids (and log
+file names) are ``etcd``, ``controller-<i>``, ``storage-<node>``, ``gateway`` (then
+``gateway-<i>``) and ``groups-<i>``; storage node ids count from 1.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+from strand.launcher import etcd_reads, probes
+from strand.launcher.process import EtcdServer, Launch, Process, ServiceProcess, stop_in_order
+from strand.launcher.system import free_port, wait_until
+
+P = TypeVar("P", bound=Process)
+
+
+class Boot(enum.Enum):
+    """How the services boot (etcd always first, coordinators after the gateway
+    unless ALL_AT_ONCE)."""
+
+    ONE_BY_ONE = "one by one"  # each serves before the next is started
+    IN_STAGES = "in stages"  # controllers and storage nodes together, gateways, coordinators
+    ALL_AT_ONCE = "all at once"  # every service spawned, then each waited for
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    directory: Path  # data: etcd/ and the storage nodes' folders
+    name: str = "strand"  # the services' --cluster (and etcd's member name)
+    controllers: int = 1
+    storage_nodes: int = 1
+    gateways: int = 1
+    coordinators: int = 0  # group coordinators (services.groups)
+    racks: tuple[str, ...] = ()  # node n's rack: racks[(n - 1) % len]; none: "r<n>"
+    lease_ttl: int | None = None  # controllers', storage nodes' and coordinators' (s)
+    # Further arguments of each kind of service.
+    controller_args: tuple[str, ...] = ()
+    storage_args: tuple[str, ...] = ()
+    gateway_args: tuple[str, ...] = ()
+    coordinator_args: tuple[str, ...] = ()
+    logs: Path | None = None  # where the <id>.log files go (default: directory/logs)
+    data_dir: str = "data-{node}"  # a storage node's folder under directory
+    etcd_fsync: bool = True  # False: --unsafe-no-fsync (tests)
+    etcd_port: int | None = None  # preferred ports (taken ones fall back to free ones);
+    gateway_port: int | None = None  # etcd's peer port prefers etcd_port + 1
+    boot: Boot = Boot.IN_STAGES
+    launch: Launch = field(default_factory=Launch)
+    healthy_timeout: float = 60.0  # s, for each service to serve
+    registered_timeout: float = 30.0  # s, for every storage node to register
+    settled_timeout: float = 60.0  # s, for the group coordinators to settle their shards
+
+    @property
+    def log_dir(self) -> Path:
+        return self.logs if self.logs is not None else self.directory / "logs"
+
+
+class Cluster:
+    def __init__(self, spec: ClusterSpec,
+                 on_spawn: Callable[[Process], None] | None = None) -> None:
+        self.spec = spec
+        self.on_spawn = on_spawn  # called after each spawn (restarts too), with the process
+        self._ports: set[int] = set()
+        peer = spec.etcd_port + 1 if spec.etcd_port else None
+        self.etcd = self._adopt(EtcdServer(
+            spec.directory / "etcd", self.unused_port(spec.etcd_port), self.unused_port(peer),
+            name=spec.name, log_path=spec.log_dir / "etcd.log",
+            unsafe_no_fsync=not spec.etcd_fsync, launch=spec.launch))
+        self.controllers = [self.controller_node(i) for i in range(spec.controllers)]
+        self.storage = [self.storage_node(n) for n in range(1, spec.storage_nodes + 1)]
+        self.gateways = [self.gateway_node(i, self.unused_port(spec.gateway_port) if i == 0
+                                           else None) for i in range(spec.gateways)]
+        self.coordinators = [self.group_coordinator(i) for i in range(spec.coordinators)]
+
+    # -- addresses and files ---------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def directory(self) -> Path:
+        return self.spec.directory
+
+    @property
+    def gateway(self) -> ServiceProcess:
+        return self.gateways[0]
+
+    @gateway.setter
+    def gateway(self, process: ServiceProcess) -> None:
+        self.gateways[0] = self._adopt(process)
+
+    @property
+    def bootstrap(self) -> str:
+        """The address clients connect to: the first gateway's."""
+        return self.gateway.address
+
+    @property
+    def common(self) -> list[str]:
+        """The arguments every service gets: where etcd is, which cluster."""
+        return ["--etcd", self.etcd.endpoint, "--cluster", self.spec.name]
+
+    def data_dir(self, node: int) -> Path:
+        return self.spec.directory / self.spec.data_dir.format(node=node)
+
+    def rack(self, node: int) -> str:
+        racks = self.spec.racks
+        return racks[(node - 1) % len(racks)] if racks else f"r{node}"
+
+    def processes(self) -> list[Process]:
+        """Every process, etcd first, in start order."""
+        return [self.etcd, *self.controllers, *self.storage, *self.gateways,
+                *self.coordinators]
+
+    def process(self, process_id: str) -> Process:
+        for process in self.processes():
+            if process.id == process_id:
+                return process
+        raise KeyError(f"no process {process_id!r} in cluster {self.spec.name}")
+
+    # -- the services (created, not started: start() or .start() them) ---------------------
+
+    def controller_node(self, index: int, port: int | None = None) -> ServiceProcess:
+        process_id = f"controller-{index}"
+        return self._service("controller", process_id, port, *self._leased,
+                             "--id", process_id, *self.spec.controller_args)
+
+    def storage_node(self, node: int, port: int | None = None) -> ServiceProcess:
+        return self._service("storage", f"storage-{node}", port, *self._leased,
+                             "--node-id", str(node), "--rack", self.rack(node),
+                             "--data-dir", str(self.data_dir(node)), *self.spec.storage_args)
+
+    def gateway_node(self, index: int = 0, port: int | None = None) -> ServiceProcess:
+        process_id = f"gateway-{index}" if index else "gateway"
+        return self._service("gateway", process_id, port, *self.spec.gateway_args)
+
+    def group_coordinator(self, index: int, port: int | None = None,
+                          args: Sequence[str] = ()) -> ServiceProcess:
+        process_id = f"groups-{index}"
+        return self._service("groups", process_id, port, *self._leased, "--id", process_id,
+                             "--bootstrap", self.bootstrap, *self.spec.coordinator_args, *args)
+
+    @property
+    def _leased(self) -> list[str]:
+        ttl = self.spec.lease_ttl
+        return ["--lease-ttl", str(ttl)] if ttl is not None else []
+
+    def _service(self, name: str, process_id: str, port: int | None,
+                 *args: str) -> ServiceProcess:
+        return self._adopt(ServiceProcess(
+            name, [*self.common, *args], self.spec.log_dir / f"{process_id}.log",
+            port or self.unused_port(), id=process_id, launch=self.spec.launch))
+
+    def _adopt(self, process: P) -> P:
+        process.on_spawn = self._spawned
+        return process
+
+    def _spawned(self, process: Process) -> None:
+        if self.on_spawn is not None:
+            self.on_spawn(process)
+
+    def unused_port(self, preferred: int | None = None) -> int:
+        """A free port no process of this cluster was given yet (``preferred`` if it
+        is one)."""
+        port = free_port(preferred)
+        while port in self._ports:
+            port = free_port()
+        self._ports.add(port)
+        return port
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Boot etcd, then the services in the spec's order; return once every storage
+        node is registered and the coordinators serve and hold their shards. When that
+        fails, processes that are not detached are stopped before the error is raised."""
+        try:
+            self.etcd.start()
+            before, after = self._waves()
+            for wave in before:
+                self._boot(wave)
+            self.wait_registered()
+            for wave in after:
+                self._boot(wave)
+            self.wait_coordinators_settled()
+        except BaseException:
+            if not self.spec.launch.detached:
+                self.stop()
+            raise
+        return self
+
+    def _waves(self) -> tuple[list[list[ServiceProcess]], list[list[ServiceProcess]]]:
+        """The services booted before every storage node is registered and after it,
+        in waves (a wave's processes are spawned together, then waited for)."""
+        nodes = [*self.controllers, *self.storage]
+        if self.spec.boot is Boot.ONE_BY_ONE:
+            return [[p] for p in [*nodes, *self.gateways]], [[p] for p in self.coordinators]
+        if self.spec.boot is Boot.IN_STAGES:
+            return [nodes, self.gateways], [self.coordinators]
+        return [[*nodes, *self.gateways, *self.coordinators]], []
+
+    def _boot(self, wave: list[ServiceProcess]) -> None:
+        for process in wave:
+            process.spawn()
+        for process in wave:
+            process.wait_serving(self.spec.healthy_timeout)
+
+    def wait_registered(self, timeout: float | None = None) -> None:
+        """Until the gateway lists every storage node (nothing to wait for without one)."""
+        if not self.gateways:
+            return
+        wanted = len(self.storage)
+        wait_until(lambda: probes.registered_brokers(self.bootstrap) >= wanted,
+                   timeout or self.spec.registered_timeout, "every storage node to register")
+
+    def wait_coordinators_settled(self, timeout: float | None = None) -> None:
+        """Until the group coordinators running now are the registered ones and each
+        shard is held by the one rendezvous hashing gives it (nothing to wait for
+        without coordinators): a test that starts right away would otherwise see
+        shards move, and a group's in-memory state with them."""
+        running = {c.id for c in self.coordinators if c.running()}
+        if not running:
+            return
+        wait_until(lambda: etcd_reads.group_shards_settled(self.etcd.endpoint, self.spec.name,
+                                                           running),
+                   timeout or self.spec.settled_timeout,
+                   f"the group coordinators {sorted(running)} to settle their shards")
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """Stop every running process (see stop_in_order); returns how many ran."""
+        return stop_in_order(self.processes(), timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

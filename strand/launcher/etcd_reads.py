@@ -1,0 +1,59 @@
+"""What a launcher reads of a running cluster's metadata straight from etcd, through
+etcd's JSON gateway (``/v3/kv/range``): plain HTTP, so a test or a benchmark needs no
+etcd client, no event loop and no service to ask."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+
+from strand.cluster.keys import KeySpace
+from strand.coordination.shards import GROUP_TOPIC, preferred_owner
+
+__all__ = ["EtcdUnreachable", "etcd_range", "group_shards_settled"]
+
+EtcdUnreachable = (OSError, urllib.error.URLError)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def etcd_range(endpoint: str, key: str, prefix: bool = False,
+               timeout: float = 2.0) -> dict[str, bytes]:
+    """Keys and values under ``key`` (or exactly ``key``); raises one of
+    ``EtcdUnreachable`` when etcd does not answer."""
+    raw = key.encode()
+    body: dict[str, str] = {"key": _b64(raw)}
+    if prefix:
+        end = bytearray(raw)
+        end[-1] += 1  # keys here are ASCII paths: no 0xff byte to carry
+        body["range_end"] = _b64(bytes(end))
+    request = urllib.request.Request(f"http://{endpoint}/v3/kv/range",
+                                     data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        answer = json.load(response)
+    return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", ""))
+            for kv in answer.get("kvs", [])}
+
+
+def group_shards_settled(endpoint: str, cluster: str, instances: set[str]) -> bool:
+    """Whether exactly ``instances`` are registered as group coordinators and every
+    shard of ``__consumer_offsets`` is held by the instance rendezvous hashing gives
+    it: until then shards still move (and with them a group's in-memory state, such
+    as the member ids a join handed out but no member has used yet)."""
+    keys = KeySpace(cluster)
+    try:
+        topic = etcd_range(endpoint, keys.topic(GROUP_TOPIC)).get(keys.topic(GROUP_TOPIC))
+        registered = {key.rsplit("/", 1)[1]
+                      for key in etcd_range(endpoint, keys.coordinators, prefix=True)}
+        owners = {int(key.rsplit("/", 1)[1]): str(json.loads(value)["instance_id"])
+                  for key, value in etcd_range(endpoint, keys.group_shards, prefix=True).items()}
+    except EtcdUnreachable:
+        return False
+    if topic is None or registered != instances:
+        return False
+    shards = int(json.loads(topic)["partitions"])
+    return all(owners.get(k) == preferred_owner(k, registered) for k in range(shards))
