@@ -77,6 +77,10 @@ _REQUEST_OVERHEAD = 64 * 1024
 _ids = itertools.count(1)
 
 
+# What a key or value may be (see the module doc): str is UTF-8 encoded, the others copied.
+RecordData = bytes | bytearray | memoryview | str
+
+
 def _to_bytes(data: object, what: str) -> bytes | None:
     if data is None or type(data) is bytes:
         return data
@@ -199,8 +203,8 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: bytes | str | None = None,
-        key: bytes | str | None = None,
+        value: RecordData | None = None,
+        key: RecordData | None = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,

@@ -585,7 +585,7 @@ def test_strand_end_txn_marker_parsed_by_library(lib: LibReader, control_type: C
         assert record.abort is (control_type == ControlType.ABORT)
 
 
-class ControlBatchBuilder(KafkaRecordBatchBuilder):
+class ControlBatchBuilder(KafkaRecordBatchBuilder):  # type: ignore[misc]  # untyped library
     """kafka-python's builder with the control bit: the library still lays out the header
     and computes the CRC; only ``_get_attributes`` (which it documents as "Control batches
     are only created by Broker") is extended."""
@@ -593,7 +593,7 @@ class ControlBatchBuilder(KafkaRecordBatchBuilder):
     __slots__ = ()
 
     def _get_attributes(self, include_compression_type: bool = True) -> int:
-        return int(super()._get_attributes(include_compression_type)) | self.CONTROL_MASK
+        return int(super()._get_attributes(include_compression_type)) | int(self.CONTROL_MASK)
 
 
 @pytest.mark.parametrize("control_type", list(ControlType), ids=lambda t: t.name.lower())

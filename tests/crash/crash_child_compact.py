@@ -59,14 +59,15 @@ class HookedOs:
 
 
 def install(crash: Crash) -> None:
-    cleaner_module.os = HookedOs(crash)  # type: ignore[assignment]
-    fsync_directory = cleaner_module.fsync_directory
+    # The cleaner's own names for os and fsync_directory, replaced in its namespace.
+    setattr(cleaner_module, "os", HookedOs(crash))  # noqa: B010
+    fsync_directory = getattr(cleaner_module, "fsync_directory")  # noqa: B009
 
     def hooked_fsync_directory(directory: Path) -> None:
         crash("fsync_directory")
         fsync_directory(directory)
 
-    cleaner_module.fsync_directory = hooked_fsync_directory
+    setattr(cleaner_module, "fsync_directory", hooked_fsync_directory)  # noqa: B010
 
     def wrap(cls: Any, method: str, name: str) -> None:
         original = getattr(cls, method)

@@ -92,14 +92,15 @@ def create(stub: controller_pb2_grpc.ControllerStub, name: str, partitions: int 
     response = stub.CreateTopics(pb.CreateTopicsRequest(topics=[pb.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor,
         configs=configs)]), timeout=10)
-    return response.topics[0]
+    result: pb.TopicResult = response.topics[0]
+    return result
 
 
 def test_create_topic_writes_rack_aware_metadata(controllers: list[ServiceProcess],
                                                   etcd: EtcdServer) -> None:
     active, standby = split(controllers, etcd.endpoint)
     result = create(stub_for(active.address), "orders", 6, 3, **{"retention.ms": "60000"})
-    assert result.error_code == ErrorCode.NONE, result.error_message
+    assert ErrorCode(result.error_code) == ErrorCode.NONE, result.error_message
     topic = TopicRecord.from_json(etcd_prefix(etcd.endpoint, KEYS.topic("orders"))[
         KEYS.topic("orders")])
     assert (topic.partitions, topic.replication_factor) == (6, 3)
@@ -115,7 +116,7 @@ def test_create_topic_writes_rack_aware_metadata(controllers: list[ServiceProces
     assert max(leaders.values()) - min(leaders.values()) <= 1
     # the standby refuses admin with a typed error and writes nothing
     refused = create(stub_for(standby.address), "other")
-    assert refused.error_code == ErrorCode.NOT_CONTROLLER
+    assert ErrorCode(refused.error_code) == ErrorCode.NOT_CONTROLLER
     assert KEYS.topic("other") not in etcd_prefix(etcd.endpoint, KEYS.topics)
 
 
@@ -136,7 +137,7 @@ def test_bad_requests_get_typed_errors_and_write_nothing(
         factor: int, configs: dict[str, str], code: ErrorCode) -> None:
     active, _ = split(controllers, etcd.endpoint)
     result = create(stub_for(active.address), name, partitions, factor, **configs)
-    assert result.error_code == code, result.error_message
+    assert ErrorCode(result.error_code) == code, result.error_message
     assert result.error_message
     assert etcd_prefix(etcd.endpoint, KEYS.topics) == {}
     assert etcd_prefix(etcd.endpoint, KEYS.partitions) == {}
@@ -145,23 +146,23 @@ def test_bad_requests_get_typed_errors_and_write_nothing(
 def test_admin_lifecycle(controllers: list[ServiceProcess], etcd: EtcdServer) -> None:
     active, _ = split(controllers, etcd.endpoint)
     stub = stub_for(active.address)
-    assert create(stub, "events", 4, 2).error_code == ErrorCode.NONE
-    assert create(stub, "events", 4, 2).error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert ErrorCode(create(stub, "events", 4, 2).error_code) == ErrorCode.NONE
+    assert ErrorCode(create(stub, "events", 4, 2).error_code) == ErrorCode.TOPIC_ALREADY_EXISTS
     grown = stub.CreatePartitions(pb.CreatePartitionsRequest(topics=[
         pb.CreatePartitionsRequest.Topic(name="events", count=7)]), timeout=10).topics[0]
-    assert grown.error_code == ErrorCode.NONE, grown.error_message
+    assert ErrorCode(grown.error_code) == ErrorCode.NONE, grown.error_message
     shrink = stub.CreatePartitions(pb.CreatePartitionsRequest(topics=[
         pb.CreatePartitionsRequest.Topic(name="events", count=3)]), timeout=10).topics[0]
-    assert shrink.error_code == ErrorCode.INVALID_PARTITIONS
+    assert ErrorCode(shrink.error_code) == ErrorCode.INVALID_PARTITIONS
     assert len(etcd_prefix(etcd.endpoint, KEYS.topic_partitions("events"))) == 7
     altered = stub.AlterConfigs(pb.AlterConfigsRequest(topics=[pb.AlterConfigsRequest.Topic(
         name="events", ops=[pb.AlterConfigsRequest.Op(key="cleanup.policy", value="compact")])]),
         timeout=10).topics[0]
-    assert altered.error_code == ErrorCode.NONE, altered.error_message
+    assert ErrorCode(altered.error_code) == ErrorCode.NONE, altered.error_message
     bad = stub.AlterConfigs(pb.AlterConfigsRequest(topics=[pb.AlterConfigsRequest.Topic(
         name="events", ops=[pb.AlterConfigsRequest.Op(key="segment.bytes", value="1")])]),
         timeout=10).topics[0]
-    assert bad.error_code == ErrorCode.INVALID_CONFIG
+    assert ErrorCode(bad.error_code) == ErrorCode.INVALID_CONFIG
     topic = TopicRecord.from_json(etcd_prefix(etcd.endpoint, KEYS.topic("events"))[
         KEYS.topic("events")])
     assert topic.config == {"cleanup.policy": "compact"} and topic.partitions == 7
@@ -175,7 +176,7 @@ def test_admin_lifecycle(controllers: list[ServiceProcess], etcd: EtcdServer) ->
 def test_killed_controller_is_replaced_by_the_standby(controllers: list[ServiceProcess],
                                                       etcd: EtcdServer) -> None:
     active, standby = split(controllers, etcd.endpoint)
-    assert create(stub_for(active.address), "before").error_code == ErrorCode.NONE
+    assert ErrorCode(create(stub_for(active.address), "before").error_code) == ErrorCode.NONE
     killed_at = time.monotonic()
     active.kill()
     wait_until(lambda: (r := active_controller(etcd.endpoint)) is not None
@@ -183,7 +184,7 @@ def test_killed_controller_is_replaced_by_the_standby(controllers: list[ServiceP
     takeover = time.monotonic() - killed_at
     assert takeover <= 2 * LEASE_TTL + 2, f"takeover took {takeover:.1f}s"
     result = create(stub_for(standby.address), "after")
-    assert result.error_code == ErrorCode.NONE, result.error_message
+    assert ErrorCode(result.error_code) == ErrorCode.NONE, result.error_message
     assert set(etcd_prefix(etcd.endpoint, KEYS.topics)) == {KEYS.topic("before"),
                                                            KEYS.topic("after")}
 
@@ -192,7 +193,7 @@ def test_names_differing_only_by_dot_and_underscore_collide(controllers: list[Se
                                                             etcd: EtcdServer) -> None:
     active, _ = split(controllers, etcd.endpoint)
     stub = stub_for(active.address)
-    assert create(stub, "metrics.cpu", 1, 1).error_code == ErrorCode.NONE
+    assert ErrorCode(create(stub, "metrics.cpu", 1, 1).error_code) == ErrorCode.NONE
     clash = create(stub, "metrics_cpu", 1, 1)
-    assert clash.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert ErrorCode(clash.error_code) == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert "collides" in clash.error_message

@@ -85,10 +85,11 @@ def batch(partition: int, n: int, codec: Compression) -> bytes:
 
 def produce(stub: gateway_pb2_grpc.GatewayStub, topic: str, partitions: int, n: int,
             codec: Compression = Compression.NONE, acks: int = 1) -> pb.ProduceResponse:
-    return stub.Produce(pb.ProduceRequest(acks=acks, timeout_ms=5000, topics=[
-        pb.TopicProduceData(topic=topic, partitions=[
+    response: pb.ProduceResponse = stub.Produce(pb.ProduceRequest(
+        acks=acks, timeout_ms=5000, topics=[pb.TopicProduceData(topic=topic, partitions=[
             pb.PartitionProduceData(partition=p, records=batch(p, n, codec))
             for p in range(partitions)])]), timeout=30)
+    return response
 
 
 def fetch_all(stub: gateway_pb2_grpc.GatewayStub, topic: str,

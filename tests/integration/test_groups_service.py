@@ -44,7 +44,7 @@ def stub(cluster: Cluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
 
 
 def code(name: str) -> int:
-    return common_pb2.ErrorCode.Value(name)
+    return int(common_pb2.ErrorCode.Value(name))
 
 
 def join(stub: gateway_pb2_grpc.GatewayStub, member_id: str = "") -> pb.JoinGroupResponse:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
@@ -61,6 +62,10 @@ class Poller:
         self._stop.set()
         self._thread.join(30)
         assert not self._thread.is_alive() and not self.errors, self.errors
+
+
+def has_assignment(consumer: Consumer) -> bool:
+    return bool(consumer.assignment())
 
 
 def test_a_pattern_subscription_follows_matching_topics(cluster: SdkCluster) -> None:
@@ -138,9 +143,8 @@ def test_wakeup_ends_a_blocked_poll_and_the_consumer_goes_on(cluster: SdkCluster
         with Producer(cluster.bootstrap) as producer:
             producer.send("wakeups", b"after", partition=0).result(timeout=30)
         got: list[bytes] = []
-        poll_until(consumer, lambda: got.extend(
-            r.value or b"" for rs in consumer.poll(timeout_ms=200).values() for r in rs)
-            or got == [b"after"], 30, "the record after the wakeups")
+        poll_until(consumer, lambda: got == [b"after"], 30, "the record after the wakeups",
+                   each=lambda record: got.append(record.value or b""))
 
 
 def test_a_member_that_stops_polling_leaves_and_its_partitions_move(
@@ -252,7 +256,7 @@ def test_an_empty_groups_offsets_expire_after_retention_and_stay_expired(
     with member(cluster, "keepers") as busy, member(cluster, "leavers") as idle:
         for consumer in (busy, idle):
             consumer.subscribe(["retained"])
-            poll_until(consumer, lambda c=consumer: bool(c.assignment()), 30, "an assignment")
+            poll_until(consumer, partial(has_assignment, consumer), 30, "an assignment")
             consumer.commit({tp: 7})
         idle.close()  # leaves: the group is empty, its retention starts now
         emptied = time.monotonic()

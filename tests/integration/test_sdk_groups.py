@@ -61,7 +61,7 @@ def test_a_group_shares_partitions_and_resumes_from_commits(
                 and len(seen["a"]) + len(seen["b"]) >= 400:
             break
         time.sleep(0.1)
-    a, b = set(recorders["a"].owned), set(recorders["b"].owned)
+    a, b = recorders["a"].owned, recorders["b"].owned
     assert a and b and not a & b, (a, b)  # each partition to exactly one member
     assert a | b == {TopicPartition(TOPIC, p) for p in range(PARTITIONS)}
 

@@ -155,7 +155,7 @@ def test_send_validates_arguments(sdk_cluster: SdkCluster) -> None:
         (b"k", "héllo".encode(), [("h", b"v")])]
     assert records[0].offset == md.offset
     with pytest.raises(ValueError):
-        Producer(sdk_cluster.bootstrap, acks=2)  # type: ignore[arg-type]
+        Producer(sdk_cluster.bootstrap, acks=2)
     with pytest.raises(ValueError):
         Producer(sdk_cluster.bootstrap, delivery_timeout_ms=100)  # < linger + request timeout
 

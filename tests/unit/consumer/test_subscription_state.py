@@ -39,24 +39,30 @@ def subs(repositioned: Counter) -> SubscriptionState:
 # ------------------------------------------------------------------- subscription type
 
 
+def kind(subs: SubscriptionState) -> SubscriptionType:
+    """The subscription type, read afresh (mypy would keep ``subs.type`` narrowed to
+    what an earlier assertion saw, across the calls that change it)."""
+    return subs.type
+
+
 def test_assign_and_subscribe_exclude_each_other(subs: SubscriptionState) -> None:
     subs.assign_from_user([TP0])
-    assert subs.type == SubscriptionType.USER_ASSIGNED
+    assert kind(subs) == SubscriptionType.USER_ASSIGNED
     with pytest.raises(ValueError, match="exclude each other"):
         subs.subscribe(["t"], None)
     with pytest.raises(ValueError, match="exclude each other"):
         subs.subscribe_pattern(re.compile("t.*"), None)
-    assert subs.type == SubscriptionType.USER_ASSIGNED and not subs.subscribed
+    assert kind(subs) == SubscriptionType.USER_ASSIGNED and not subs.subscribed
     subs.assign_from_user([])  # unassign(): free to subscribe again
-    assert subs.type == SubscriptionType.NONE
+    assert kind(subs) == SubscriptionType.NONE
     assert subs.subscribe(["t"], None)
-    assert subs.type == SubscriptionType.AUTO_TOPICS
+    assert kind(subs) == SubscriptionType.AUTO_TOPICS
     with pytest.raises(ValueError, match="exclude each other"):
         subs.assign_from_user([TP0])
     with pytest.raises(ValueError, match="exclude each other"):
         subs.assign_from_user([])  # unassign() does not end a subscription either
     subs.unsubscribe()
-    assert subs.type == SubscriptionType.NONE
+    assert kind(subs) == SubscriptionType.NONE
     subs.assign_from_user([TP0])
     assert subs.assigned_partitions() == {TP0}
 
@@ -68,12 +74,12 @@ def test_topics_and_a_pattern_may_replace_each_other(subs: SubscriptionState) ->
     assert not subs.subscribe(["a", "b"], listener)  # unchanged: no rejoin needed
     pattern = re.compile("m.*")
     subs.subscribe_pattern(pattern, None)
-    assert subs.type == SubscriptionType.AUTO_PATTERN and subs.pattern is pattern
+    assert kind(subs) == SubscriptionType.AUTO_PATTERN and subs.pattern is pattern
     assert subs.change_subscription(["m2", "m1"])
     assert subs.topics == ("m1", "m2")
     assert not subs.change_subscription(["m1", "m2"])
     assert subs.subscribe(["a"], None)
-    assert subs.pattern is None and subs.type == SubscriptionType.AUTO_TOPICS
+    assert subs.pattern is None and kind(subs) == SubscriptionType.AUTO_TOPICS
 
 
 def test_a_pattern_is_not_subscribed_until_its_first_match(subs: SubscriptionState) -> None:
@@ -158,7 +164,9 @@ def test_seek_starts_over_and_drops_what_is_pending(subs: SubscriptionState,
     state.retry_at = 99.0
     version, calls = state.version, repositioned.calls
     subs.seek(TP0, 5)
-    assert (state.position, state.fetch_offset, state.error, state.retry_at) == (5, 5, None, 0)
+    after = subs.state(TP0)  # the same state, read afresh (mypy narrowed ``state``)
+    assert after is state
+    assert (after.position, after.fetch_offset, after.error, after.retry_at) == (5, 5, None, 0)
     assert state.version == version + 1 and repositioned.calls == calls + 1
     with pytest.raises(ValueError, match="not assigned"):
         subs.seek(TP2, 1)

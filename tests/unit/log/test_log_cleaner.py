@@ -26,7 +26,8 @@ def test_latest_value_per_key_offsets_and_batch_fields_kept(
         open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(LogConfig(segment_bytes=2000, cleanup_policy=COMPACT))
     for i in range(40):
-        pairs = [(b"k%d" % ((i + j) % 6), b"v%d-%d" % (i, j)) for j in range(3)]
+        pairs: list[tuple[bytes, bytes | None]] = [
+            (b"k%d" % ((i + j) % 6), b"v%d-%d" % (i, j)) for j in range(3)]
         log.append_as_leader(keyed(pairs, timestamp=clock.now_ms,
                                    compression=Compression(i % 5)), leader_epoch=i // 10)
     log.roll()

@@ -154,8 +154,8 @@ def test_compaction_keeps_exactly_the_latest_value_per_key(
         )
         kept = [(r.offset, r.key, r.value) for r in read_all(log)]
         assert kept == expected
-        for offset, key, value in kept:  # every kept offset still holds its record
-            assert (original[offset].key, original[offset].value) == (key, value)
+        for offset, kept_key, kept_value in kept:  # every kept offset still holds its record
+            assert (original[offset].key, original[offset].value) == (kept_key, kept_value)
         log.close()
         reopened = PartitionLog.open(root, config)
         assert [(r.offset, r.key, r.value) for r in read_all(reopened)] == expected

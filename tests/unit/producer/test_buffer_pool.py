@@ -33,7 +33,7 @@ class Allocation(threading.Thread):
 
 def queue(pool: BufferPool, granted: list[str], *requests: tuple[str, int]) -> list[Allocation]:
     """Start one allocation per (name, size), each queued before the next starts."""
-    started = []
+    started: list[Allocation] = []
     for name, size in requests:
         allocation = Allocation(pool, name, size, granted)
         allocation.start()

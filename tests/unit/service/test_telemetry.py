@@ -36,6 +36,7 @@ def test_rpcs_are_counted_timed_and_traced() -> None:
 
     asyncio.run(scenario())
     data = reader.get_metrics_data()
+    assert data is not None
     points: dict[str, list[object]] = {}
     for resource_metrics in data.resource_metrics:
         assert resource_metrics.resource.attributes["service.name"] == "strand-test"
