@@ -13,7 +13,7 @@ logs are kept when something fails). Then:
    with a fresh group id. ``--members`` consumers (each in its own thread, created
    beforehand) are released at once; each calls ``subscribe([topic])`` and then
    ``poll(50 ms)`` in a loop. A round's time runs from that release until the moment
-   every member is in the same generation with no rejoin pending and the union of
+   every member is in the same generation (its public group metadata) and the union of
    their assignments is every partition of the ``--join-partitions`` topic, each
    exactly once. The state must then hold for ``--settle-s`` and the coordinator must
    describe the group as Stable with that generation, those members and that

@@ -2,7 +2,6 @@
 
 - ``cluster``: the cluster it starts (BenchCluster, on strand.launcher), the services'
   and the SDK's defaults, the progress console;
-- ``member_state``: a member's generation, pending rejoin and protocol (SDK internals);
 - ``join``: the join-latency rounds;
 - ``throughput``: producing, the consumer workers and the throughput computation.
 

@@ -1,7 +1,9 @@
 """Join latency: ``--members`` consumers released at once into a fresh group; the time
-until every member is in the same generation, none with a rejoin pending, the
+until every member is in the same generation (``Consumer.group_metadata()``), the
 partitions of the join topic each assigned exactly once, the state held for
-``--settle-s`` and confirmed by the coordinator (``Admin().describe_group``)."""
+``--settle-s`` and confirmed by the coordinator (``Admin().describe_group``). A
+cooperative rebalance's first generation never passes: it leaves the revoked
+partitions unassigned until the follow-up round."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ from typing import Any
 from strand import Admin, Consumer, StrandError, TopicPartition
 
 from .cluster import BenchCluster, default_assignors, err
-from .member_state import UNKNOWN, coordinator
 
 JOIN_TOPIC = "join-bench"
 POLL_MS = 50  # the join rounds' poll timeout: how soon a member reports a new state
@@ -25,21 +26,16 @@ POLL_MS = 50  # the join rounds' poll timeout: how soon a member reports a new s
 
 @dataclass
 class View:
-    """What one member last reported: its partitions, generation, pending rejoin."""
+    """What one member last reported: its partitions and generation."""
 
     partitions: frozenset[int]
-    generation: int
-    rejoin: bool
-    protocol: str
+    generation: int  # -1 before its first join
     at: float  # time.monotonic() of the report
 
 
 def _view(consumer: Consumer) -> View:
-    state = coordinator(consumer)
     return View(frozenset(tp.partition for tp in consumer.assignment()),
-                int(getattr(state, "generation", UNKNOWN)),
-                bool(getattr(state, "needs_rejoin", False)),
-                str(getattr(state, "protocol", "")), time.monotonic())
+                consumer.group_metadata().generation_id, time.monotonic())
 
 
 class Member:
@@ -102,8 +98,8 @@ def join_round(bootstrap: str, topic: str, partitions: int, members: int,
     def report(index: int, view: View) -> None:
         with lock:  # keep the time of the last change, not of the last report
             old = views.get(index)
-            if old is None or (old.partitions, old.generation, old.rejoin) != (
-                    view.partitions, view.generation, view.rejoin):
+            if old is None or (old.partitions, old.generation) != (
+                    view.partitions, view.generation):
                 views[index] = view
             generations_seen.add(view.generation)
 
@@ -121,7 +117,7 @@ def join_round(bootstrap: str, topic: str, partitions: int, members: int,
         first_assigned: float | None = None
         stable_since: float | None = None
         stable_generation = -1
-        describe_note = ""
+        describe_note = protocol = ""
         while True:
             now = time.monotonic()
             if now > deadline:
@@ -137,18 +133,16 @@ def join_round(bootstrap: str, topic: str, partitions: int, members: int,
             if first_cover is None and _exact(current, partitions):
                 first_cover = max(v.at for v in current)
             generation = current[0].generation if current else -1
-            done = (len(current) == members and (generation >= 0 or generation == UNKNOWN)
-                    and all(v.generation == generation and not v.rejoin for v in current)
+            done = (len(current) == members and generation >= 0
+                    and all(v.generation == generation for v in current)
                     and _exact(current, partitions))
             if not done:
                 stable_since = None
             elif stable_since is None or generation != stable_generation:
                 stable_since, stable_generation = max(v.at for v in current), generation
             elif now - stable_since >= args.settle_s:
-                describe_note, described = _confirm(bootstrap, group, generation, current,
-                                                    partitions)
+                describe_note, protocol = _confirm(bootstrap, group, generation, current)
                 if not describe_note:
-                    stable_generation = described
                     break
             time.sleep(0.02)
         assert stable_since is not None and first_cover is not None
@@ -157,8 +151,8 @@ def join_round(bootstrap: str, topic: str, partitions: int, members: int,
             "first_full_cover_s": round(first_cover - start, 3),
             "first_assignment_s": round((first_assigned or stable_since) - start, 3),
             "generation": stable_generation,
-            "generations_reported": len(generations_seen - {-1, UNKNOWN}),
-            "protocol": current[0].protocol,
+            "generations_reported": len(generations_seen - {-1}),
+            "protocol": protocol,
             "partitions_per_member": sorted(len(v.partitions) for v in current),
         })
     finally:
@@ -176,24 +170,24 @@ def join_round(bootstrap: str, topic: str, partitions: int, members: int,
     return result
 
 
-def _confirm(bootstrap: str, group: str, generation: int, views: list[View],
-             partitions: int) -> tuple[str, int]:
-    """('', generation) when the coordinator agrees: Stable, this generation, every
-    member, this assignment; else what differs."""
+def _confirm(bootstrap: str, group: str, generation: int,
+             views: list[View]) -> tuple[str, str]:
+    """('', the group's protocol) when the coordinator agrees: Stable, this generation,
+    every member, this assignment; else (what differs, '')."""
     try:
         with Admin(bootstrap) as admin:
             described = admin.describe_group(group)
     except StrandError as exc:
-        return f"describe failed: {exc}", -1
-    if described.state != "Stable" or generation not in (described.generation, UNKNOWN):
-        return f"coordinator says {described.state} generation {described.generation}", -1
+        return f"describe failed: {exc}", ""
+    if described.state != "Stable" or described.generation != generation:
+        return f"coordinator says {described.state} generation {described.generation}", ""
     if len(described.members) != len(views):
-        return f"coordinator has {len(described.members)} members", -1
+        return f"coordinator has {len(described.members)} members", ""
     assigned = sorted(tuple(sorted(tp.partition for tp in m.partitions))
                       for m in described.members)
     if assigned != sorted(tuple(sorted(v.partitions)) for v in views):
-        return "the coordinator's assignment differs from the members'", -1
-    return "", described.generation
+        return "the coordinator's assignment differs from the members'", ""
+    return "", described.protocol
 
 
 def join_series(cluster: BenchCluster, delay_ms: int, label: str,

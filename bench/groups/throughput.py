@@ -21,7 +21,6 @@ from strand import Consumer, Producer, TopicPartition
 from strand.launcher import die_with_parent
 
 from .cluster import BenchCluster, err
-from .member_state import coordinator
 
 DATA_TOPIC = "throughput-bench"
 PROGRESS_S = 0.25  # how often throughput workers report their progress
@@ -57,7 +56,7 @@ class _Listener:
         self.events = events
 
     def _event(self, kind: str, partitions: set[TopicPartition]) -> None:
-        generation = int(getattr(coordinator(self.consumer), "generation", -1))
+        generation = self.consumer.group_metadata().generation_id
         event = (kind, time.monotonic(), sorted(tp.partition for tp in partitions), generation)
         self.stats.events.append(event)
         self.events.put(("event", self.stats.index, event))
