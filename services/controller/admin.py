@@ -1,6 +1,13 @@
 """Topic administration as pure decisions: validate a request against the current
 metadata and say which records to write. No etcd and no gRPC here; the writer
 applies a plan in one fenced etcd transaction.
+
+Internal topics (``__consumer_offsets`` and its kind) hold the cluster's own state:
+they cannot be deleted (every committed offset would go), their partition count
+cannot change (a group's shard is its id's hash modulo that count: every group would
+move to a shard that does not hold its offsets), and they stay compacted (with
+``delete`` retention would drop the offsets of idle groups). Their replicas may be
+moved and their other configs changed.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from strand.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    InvalidRequestError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -135,10 +143,19 @@ def plan_internal_topic(name: str, partitions: int, cache: MetadataCache) -> Pla
                              allow_internal=True)
 
 
-def plan_create_partitions(name: str, count: int, cache: MetadataCache) -> Plan:
+def _existing(name: str, cache: MetadataCache) -> TopicRecord:
     topic = cache.topics.get(name)
     if topic is None:
         raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    return topic
+
+
+def plan_create_partitions(name: str, count: int, cache: MetadataCache) -> Plan:
+    topic = _existing(name, cache)
+    if topic.internal:
+        raise InvalidRequestError(
+            f"topic {name!r} is internal: its partition count cannot change (every group "
+            "would move to a shard that does not hold its offsets)")
     validate_partitions(count)
     if count < topic.partitions:
         raise InvalidPartitionsError(
@@ -160,9 +177,7 @@ def plan_create_partitions(name: str, count: int, cache: MetadataCache) -> Plan:
 
 
 def plan_alter_config(name: str, ops: Sequence[ConfigOp], cache: MetadataCache) -> Plan:
-    topic = cache.topics.get(name)
-    if topic is None:
-        raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    topic = _existing(name, cache)
     config = dict(topic.config)
     for op in ops:
         if op.key not in TOPIC_CONFIG:
@@ -172,12 +187,18 @@ def plan_alter_config(name: str, ops: Sequence[ConfigOp], cache: MetadataCache) 
         else:
             config[op.key] = op.value
     config = _validated_config(config)
+    if topic.internal and config.get("cleanup.policy") != "compact":
+        raise InvalidConfigError(
+            f"topic {name!r} is internal: cleanup.policy must stay 'compact' (retention "
+            "would delete the state it holds)")
     updated = TopicRecord(topic.name, topic.topic_id, topic.partitions,
                           topic.replication_factor, config, topic.internal)
     return Plan(topic=updated)
 
 
 def plan_delete_topic(name: str, cache: MetadataCache) -> Plan:
-    if name not in cache.topics:
-        raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    if _existing(name, cache).internal:
+        raise InvalidRequestError(
+            f"topic {name!r} is internal and cannot be deleted (it holds the cluster's "
+            "own state, such as every committed offset)")
     return Plan(delete_topic=name)
