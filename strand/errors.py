@@ -40,6 +40,7 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    STALE_BROKER_EPOCH = 77
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
@@ -141,6 +142,13 @@ class NotControllerError(StrandError):
 
 class InvalidRequestError(StrandError):
     code = ErrorCode.INVALID_REQUEST
+
+
+class StaleBrokerEpochError(StrandError):
+    """A broker request with another registration's broker epoch (KIP-380): a stale
+    incarnation of the broker, or someone who is not the broker."""
+
+    code = ErrorCode.STALE_BROKER_EPOCH
 
 
 # ---------------------------------------------------------------- one class per code
@@ -325,6 +333,7 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.TOPIC_ALREADY_EXISTS: TopicAlreadyExistsError,
     ErrorCode.NOT_CONTROLLER: NotControllerError,
     ErrorCode.INVALID_REQUEST: InvalidRequestError,
+    ErrorCode.STALE_BROKER_EPOCH: StaleBrokerEpochError,
     ErrorCode.INVALID_CONFIG: InvalidConfigError,
     ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: UnsupportedCompressionError,
     ErrorCode.INVALID_RECORD: InvalidRecordError,

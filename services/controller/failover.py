@@ -34,7 +34,9 @@ from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
 from strand.cluster.model import NO_LEADER, PartitionRecord
 from strand.errors import (
+    InvalidRequestError,
     InvalidUpdateVersionError,
+    StaleBrokerEpochError,
     StrandError,
     UnknownTopicOrPartitionError,
 )
@@ -46,6 +48,9 @@ READ_YOUR_WRITES_TIMEOUT_S = 10.0
 # A broker in controlled shutdown is forgotten when its registration disappears or
 # is replaced (it stopped, or stopped and started again), or after this long.
 SHUTDOWN_MEMORY_S = 120.0
+# How long a controlled-shutdown request waits to see the broker's own "shutting down"
+# mark in etcd: the broker writes it just before asking, and the watch may lag.
+SHUTDOWN_MARK_WAIT_S = 3.0
 
 Decision = Callable[[PartitionRecord], PartitionRecord | None]
 
@@ -165,9 +170,35 @@ class PartitionStateKeeper:
             stopping = self._stopping()
             return await self._apply_all(writer, lambda r: preferred_leader(r, live, stopping))
 
+    async def check_shutdown_request(self, broker: int, broker_epoch: int) -> None:
+        """Refuse a controlled shutdown that the broker itself did not ask for: the
+        epoch must be its current registration's (KIP-380) and the registration, which
+        only the broker writes (under its lease), must say it is shutting down. So a
+        stray or forged request cannot take a healthy node out of service."""
+        registration = self.cache.brokers.get(broker)
+        if registration is None:
+            raise StaleBrokerEpochError(f"broker {broker} is not registered")
+        if broker_epoch != registration.epoch:
+            raise StaleBrokerEpochError(
+                f"broker {broker}'s epoch is {registration.epoch}, not {broker_epoch}: only "
+                "the registered broker itself may ask for its controlled shutdown")
+        deadline = time.monotonic() + SHUTDOWN_MARK_WAIT_S
+        while not registration.shutting_down:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise InvalidRequestError(
+                    f"broker {broker} has not marked its registration as shutting down: a "
+                    "broker asks for its controlled shutdown only as it stops")
+            await self.cache.wait_changed(remaining)
+            current = self.cache.brokers.get(broker)
+            if current is None or current.epoch != broker_epoch:
+                raise StaleBrokerEpochError(f"broker {broker} registered again meanwhile")
+            registration = current
+
     async def controlled_shutdown(self, writer: MetadataWriter, broker: int) -> int:
         """Move ``broker``'s leaderships away and take it out of every ISR; returns how
-        many partitions it still leads (nobody else in sync to take over)."""
+        many partitions it still leads (nobody else in sync to take over). The request
+        is checked first (:meth:`check_shutdown_request`)."""
         async with self.lock:
             self._shutting_down.setdefault(
                 broker, (time.monotonic(), self.cache.broker_incarnations.get(broker, -1)))

@@ -185,6 +185,8 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         if writer is None:
             return response
         try:
+            await self.partitions.check_shutdown_request(request.broker_id,
+                                                         request.broker_epoch)
             response.remaining_leaderships = await self.partitions.controlled_shutdown(
                 writer, request.broker_id)
         except Exception as exc:

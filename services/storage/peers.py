@@ -109,11 +109,12 @@ class PeerClients:
                           leader_epoch=a.leader_epoch, partition_epoch=a.partition_epoch,
                           isr=tuple(a.isr)) for a in response.partitions]
 
-    async def controlled_shutdown(self, broker_id: int) -> int:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> int:
         """Ask to lose leaderships; returns how many this broker still leads."""
         stub, epoch = self._controller()
         response = await stub.ControlledShutdown(
-            pb_ctl.ControlledShutdownRequest(broker_id=broker_id), timeout=CONTROLLER_TIMEOUT_S)
+            pb_ctl.ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch),
+            timeout=CONTROLLER_TIMEOUT_S)
         self._check_controller(epoch, response.controller_epoch, response.error_code,
                                response.error_message)
         return int(response.remaining_leaderships)

@@ -49,6 +49,9 @@ class BrokerRegistrar:
             try:
                 await lease.start()
                 self._lease = lease
+                # A new registration, a new broker epoch (KIP-380): the lease's id.
+                self.registration = dataclasses.replace(self.registration,
+                                                        epoch=lease.lease_id)
                 await self.etcd.kv.put(self.key, self.registration.to_json(),
                                        lease=lease.lease_id)
             except Exception as exc:  # etcd unreachable: try again, backing off

@@ -220,7 +220,7 @@ class StorageProcess:
             log.info("stopping")
             if registrar.registered.is_set():
                 await registrar.mark_shutting_down()
-                await _controlled_shutdown(manager, peers,
+                await _controlled_shutdown(manager, peers, registrar,
                                            settings.controlled_shutdown_timeout_s)
         finally:
             if isr_task is not None:
@@ -243,7 +243,7 @@ class StorageProcess:
 
 
 async def _controlled_shutdown(manager: ReplicaManager, peers: PeerClients,
-                               timeout_s: float) -> None:
+                               registrar: BrokerRegistrar, timeout_s: float) -> None:
     """Ask the controller to move this node's leaderships away, until none is left that
     could move or ``timeout_s`` passes. A sole in-sync leader keeps its partition:
     nobody else has its data, so there is nothing to hand over."""
@@ -255,7 +255,9 @@ async def _controlled_shutdown(manager: ReplicaManager, peers: PeerClients,
             log.info("controlled shutdown complete: no leadership left to move")
             return
         try:
-            await peers.controlled_shutdown(manager.node_id)
+            # The registration's broker epoch: the controller acts only on the request
+            # of the registered incarnation, marked as shutting down (KIP-380).
+            await peers.controlled_shutdown(manager.node_id, registrar.registration.epoch)
         except Exception as exc:
             log.warning("controlled shutdown request failed", extra={"error": str(exc)})
         # The controller's answer is applied through the etcd watch: give it a moment.

@@ -28,6 +28,9 @@ class BrokerRegistration:
     # Set by the node itself when it begins a controlled shutdown: leaders stop
     # counting it for the high watermark and the controller moves its leaderships.
     shutting_down: bool = False
+    # The broker epoch (KIP-380): the id of the lease this registration lives under,
+    # new with every registration. Requests only the broker itself may make carry it.
+    epoch: int = 0
 
     @property
     def address(self) -> str:
@@ -37,13 +40,15 @@ class BrokerRegistration:
         raw = asdict(self)
         if not self.shutting_down:
             del raw["shutting_down"]
+        if not self.epoch:
+            del raw["epoch"]
         return _dump(raw)
 
     @classmethod
     def from_json(cls, data: bytes) -> BrokerRegistration:
         raw = json.loads(data)
         return cls(int(raw["node_id"]), str(raw["host"]), int(raw["port"]), raw.get("rack"),
-                   bool(raw.get("shutting_down", False)))
+                   bool(raw.get("shutting_down", False)), int(raw.get("epoch", 0)))
 
 
 @dataclass(frozen=True, slots=True)

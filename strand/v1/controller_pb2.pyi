@@ -68,10 +68,12 @@ class AlterPartitionResponse(_message.Message):
     def __init__(self, controller_epoch: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionResponse.Partition, _Mapping]]] = ...) -> None: ...
 
 class ControlledShutdownRequest(_message.Message):
-    __slots__ = ("broker_id",)
+    __slots__ = ("broker_id", "broker_epoch")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
-    def __init__(self, broker_id: _Optional[int] = ...) -> None: ...
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
 
 class ControlledShutdownResponse(_message.Message):
     __slots__ = ("controller_epoch", "error_code", "error_message", "remaining_leaderships")

@@ -101,11 +101,15 @@ def test_registration_is_bound_to_a_lease_and_renewed_after_loss(
     try:
         stored = get_key(etcd, KEYS.broker(7))
         assert stored is not None and stored.lease != 0
+        # The broker epoch (KIP-380) is the id of the lease the registration lives under.
         assert json.loads(stored.value) == {
-            "node_id": 7, "host": "127.0.0.1", "port": node.listen_port, "rack": "zone-a"}
+            "node_id": 7, "host": "127.0.0.1", "port": node.listen_port, "rack": "zone-a",
+            "epoch": stored.lease}
         revoke_lease(etcd, stored.lease)  # as if the lease had expired
         wait_until(lambda: (k := get_key(etcd, KEYS.broker(7))) is not None
                    and k.lease != stored.lease, 10, "the node to register again")
+        again = get_key(etcd, KEYS.broker(7))
+        assert again is not None and json.loads(again.value)["epoch"] == again.lease
     finally:
         node.stop()
     assert get_key(etcd, KEYS.broker(7)) is None
