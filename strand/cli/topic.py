@@ -114,12 +114,13 @@ def alter(ctx: click.Context, name: str, configs: tuple[str, ...], deletes: tupl
 
 @topic.command()
 @click.argument("name")
-@click.option("--partition", "partitions", type=click.IntRange(0), multiple=True, required=True,
-              help="partition to move, repeatable")
+@click.option("--partition", "partitions", type=click.IntRange(0), multiple=True,
+              help="partition to move, repeatable (with --list: only these)")
 @click.option("--replicas", default=None, metavar="ID,ID,...",
               help="target brokers, preferred leader first (its length is the new RF)")
 @click.option("--cancel", is_flag=True, help="stop the ongoing reassignment instead")
-@click.option("--list", "show", is_flag=True, help="show ongoing reassignments of NAME")
+@click.option("--list", "show", is_flag=True,
+              help="show the ongoing reassignments of NAME (all its partitions by default)")
 @click.pass_context
 @friendly_errors
 def reassign(ctx: click.Context, name: str, partitions: tuple[int, ...], replicas: str | None,
@@ -127,12 +128,19 @@ def reassign(ctx: click.Context, name: str, partitions: tuple[int, ...], replica
     """Move partitions of topic NAME to other brokers, or change their replication
     factor: new replicas copy the data first (throttled), then the list switches."""
     if show:
+        if cancel or replicas is not None:
+            raise click.UsageError("--list shows reassignments: leave out --replicas and --cancel")
         with Admin(bootstrap(ctx)) as admin:
-            for r in admin.list_partition_reassignments([name]):
-                if r.partition in partitions:
-                    click.echo(f"{r.topic}-{r.partition}: replicas {list(r.replicas)} adding "
-                               f"{list(r.adding)} removing {list(r.removing)} isr {list(r.isr)}")
+            ongoing = [r for r in admin.list_partition_reassignments([name])
+                       if not partitions or r.partition in partitions]
+        for r in ongoing:
+            click.echo(f"{r.topic}-{r.partition}: replicas {list(r.replicas)} adding "
+                       f"{list(r.adding)} removing {list(r.removing)} isr {list(r.isr)}")
+        if not ongoing:
+            err.print(f"no reassignment in progress for topic {name}")
         return
+    if not partitions:
+        raise click.UsageError("name the partitions to move with --partition (repeatable)")
     if cancel == (replicas is not None):
         raise click.UsageError("give either --replicas or --cancel")
     target: list[int] | None = None

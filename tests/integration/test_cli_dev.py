@@ -88,6 +88,12 @@ def check_topic_produce_consume_bench(env: dict[str, str]) -> None:
     assert json.loads(read.stdout)["records"] >= 2030
     bad = strand("topic", "create", "bad name", env=env)
     assert bad.returncode == 1 and "INVALID_TOPIC_EXCEPTION" in bad.stderr
+    # --list needs no --partition (all of the topic's); a move does, and says so.
+    listed = strand("topic", "reassign", "demo", "--list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "no reassignment in progress for topic demo" in listed.stderr
+    unnamed = strand("topic", "reassign", "demo", "--replicas", "1", env=env)
+    assert unnamed.returncode == 2 and "--partition" in unnamed.stderr
     deleted = strand("topic", "delete", "demo", env=env)
     assert deleted.returncode == 0, deleted.stderr
     assert json.loads(strand("topic", "list", "--json", env=env).stdout) == []
