@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from strand.launcher import command_line
+
 from .faults import KINDS
 from .group_workload import GroupSettings
 from .history import CLOSED, CRASHED
@@ -41,10 +43,7 @@ def _ours(pattern: str, markers: list[str]) -> list[str]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue  # it ended meanwhile
+        command = " ".join(command_line(int(entry.name)))  # empty: it ended meanwhile
         if re.search(pattern, command) and any(marker in command for marker in markers):
             mine.append(f"{entry.name}: {command[:200]}")
     return mine

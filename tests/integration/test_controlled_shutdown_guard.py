@@ -19,28 +19,23 @@ from strand.errors import ErrorCode
 from strand.launcher.etcd_reads import etcd_range
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc
+from tests.support.cluster import placement
 from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.support.cluster import SdkCluster
-
-Placement = dict[int, tuple[int | None, tuple[int, ...]]]
-
-
-def placement(cluster: SdkCluster, topic: str) -> Placement:
-    with Admin(cluster.bootstrap) as admin:
-        return {p.partition: (p.leader, p.isr)
-                for p in admin.describe_topics([topic])[0].partitions}
-
 
 def test_a_controlled_shutdown_not_asked_by_the_broker_itself_changes_nothing(
         sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
     cluster = sdk_cluster_factory(nodes=2)
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("guarded", 4, 2)])
-    wait_until(lambda: all(len(isr) == 2 for _, isr in placement(cluster, "guarded").values())
-               and any(leader == 1 for leader, _ in placement(cluster, "guarded").values()),
-               30, "node 1 to lead a partition with both nodes in every ISR")
+    def led_by_1_and_in_sync() -> bool:
+        current = placement(cluster, "guarded").values()
+        return (all(len(isr) == 2 for _, isr in current)
+                and any(leader == 1 for leader, _ in current))
+
+    wait_until(led_by_1_and_in_sync, 30, "node 1 to lead a partition with both nodes in every ISR")
     before = placement(cluster, "guarded")
     key = KeySpace(cluster.name).broker(1)
     registration = BrokerRegistration.from_json(etcd_range(cluster.etcd.endpoint, key)[key])

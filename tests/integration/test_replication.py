@@ -24,6 +24,7 @@ import pytest
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
 from strand.errors import InvalidReplicaAssignmentError
 from strand.producer import RecordFuture
+from tests.support.cluster import placement
 from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -31,12 +32,6 @@ if TYPE_CHECKING:
 
 PARTITIONS = 3
 CONFIG = {"min.insync.replicas": "2"}
-
-
-def _describe(cluster: SdkCluster, topic: str) -> dict[int, tuple[int | None, tuple[int, ...]]]:
-    with Admin(cluster.bootstrap) as admin:
-        return {p.partition: (p.leader, p.isr)
-                for p in admin.describe_topics([topic])[0].partitions}
 
 
 def _log_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
@@ -117,7 +112,7 @@ def test_followers_copy_the_leader_byte_for_byte(
                    for i in range(3000)]
         producer.flush(timeout=60)
     assert all(f.exception() is None for f in futures)
-    state = _describe(cluster, "copied")
+    state = placement(cluster, "copied")
     assert all(sorted(isr) == [1, 2, 3] for _, isr in state.values()), state
 
     def identical() -> bool:
@@ -134,7 +129,7 @@ def test_leader_sigkill_loses_no_acknowledged_record(
     cluster = sdk_cluster_factory(nodes=3)
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("killed", PARTITIONS, 3, config=CONFIG)])
-    victim_id = _describe(cluster, "killed")[0][0]
+    victim_id = placement(cluster, "killed")[0][0]
     assert victim_id is not None
     victim = cluster.storage[victim_id - 1]
     killed: list[float] = []
@@ -146,7 +141,7 @@ def test_leader_sigkill_loses_no_acknowledged_record(
     futures = _produce_through(cluster, "killed", 3000, kill)
     failed = [f.exception() for f in futures if f.exception() is not None]
     assert not failed, f"{len(failed)} records failed, e.g. {failed[0]!r}"
-    state = _describe(cluster, "killed")
+    state = placement(cluster, "killed")
     assert all(leader not in (None, victim_id) for leader, _ in state.values()), state
     assert all(victim_id not in isr for _, isr in state.values()), state
     _check_acknowledged(cluster, "killed", futures)
@@ -154,14 +149,14 @@ def test_leader_sigkill_loses_no_acknowledged_record(
     # The node comes back: it catches up and rejoins every ISR.
     cluster.storage[victim_id - 1] = cluster.storage_node(
         victim_id, port=victim.listen_port).start()
-    wait_until(lambda: all(len(isr) == 3 for _, isr in _describe(cluster, "killed").values()),
+    wait_until(lambda: all(len(isr) == 3 for _, isr in placement(cluster, "killed").values()),
                40, "the restarted node to rejoin every ISR")
     # And leads again where it is the preferred replica (restored every 2 s here).
     with Admin(cluster.bootstrap) as admin:
         preferred = {p.partition: p.replicas[0]
                      for p in admin.describe_topics(["killed"])[0].partitions}
     assert victim_id in preferred.values()
-    wait_until(lambda: {p: leader for p, (leader, _) in _describe(cluster, "killed").items()}
+    wait_until(lambda: {p: leader for p, (leader, _) in placement(cluster, "killed").items()}
                == preferred, 20, "preferred leaders to be restored")
     wait_until(lambda: all(
         len({_log_bytes(cluster.data_dir(n), "killed", p) for n in (1, 2, 3)}) == 1
@@ -173,7 +168,7 @@ def test_leader_sigterm_fails_no_produce(
     cluster = sdk_cluster_factory(nodes=3)
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("moved", PARTITIONS, 3, config=CONFIG)])
-    victim_id = _describe(cluster, "moved")[0][0]
+    victim_id = placement(cluster, "moved")[0][0]
     assert victim_id is not None
     victim = cluster.storage[victim_id - 1]
     futures = _produce_through(cluster, "moved", 3000, victim.stop)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from strand import Admin
 from strand.launcher import Boot, Cluster, ClusterSpec, EtcdServer
 
 SdkCluster = Cluster  # the name the SDK tests know their cluster by
@@ -47,3 +48,13 @@ def start_sdk_cluster(directory: Path, nodes: int = 2, name: str = "sdk",
                       coordinators: int = 0) -> SdkCluster:
     directory.mkdir(parents=True, exist_ok=True)
     return Cluster(sdk_spec(directory, nodes, name, coordinators)).start()
+
+
+Placement = dict[int, tuple[int | None, tuple[int, ...]]]
+
+
+def placement(cluster: Cluster, topic: str) -> Placement:
+    """Each partition of ``topic``: its leader (None: none) and its ISR, per Admin."""
+    with Admin(cluster.bootstrap) as admin:
+        return {p.partition: (p.leader, p.isr)
+                for p in admin.describe_topics([topic])[0].partitions}
