@@ -7,12 +7,13 @@ reads its typed values through :class:`LogConfig`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from strand.errors import InvalidConfigError
-from strand.records.batch import TimestampType
+from strand.records.batch import HEADER_SIZE, TimestampType
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -29,36 +30,66 @@ class ConfigKey:
     doc: str = ""
 
     def parse(self, raw: object) -> Any:
-        """Return the typed value of ``raw`` or raise InvalidConfigError naming the key."""
+        """Return the typed value of ``raw`` or raise InvalidConfigError naming the key,
+        the value and what is expected (as Kafka's ConfigException does)."""
         try:
             value = _PARSERS[self.kind](self, raw)
         except (TypeError, ValueError) as exc:
-            raise InvalidConfigError(f"invalid value {raw!r} for {self.name}: {exc}") from None
-        if self.minimum is not None and value < self.minimum:
-            raise InvalidConfigError(f"{self.name} must be >= {self.minimum:g}, got {value}")
-        if self.maximum is not None and value > self.maximum:
-            raise InvalidConfigError(f"{self.name} must be <= {self.maximum:g}, got {value}")
+            raise InvalidConfigError(
+                f"invalid value {raw!r} for configuration {self.name}: {exc}") from None
+        below = self.minimum is not None and value < self.minimum
+        if below or (self.maximum is not None and value > self.maximum):
+            raise InvalidConfigError(
+                f"invalid value {value!r} for configuration {self.name}: "
+                f"must be {self.expected()}")
         return value
+
+    def expected(self) -> str:
+        """What a valid value is, in words: its kind and its range."""
+        kind = _KIND_WORDS[self.kind]
+        if self.choices:
+            return f"{kind} from {', '.join(self.choices)}"
+        bounds = [f"{sign} {_number(limit)}" for sign, limit in
+                  ((">=", self.minimum), ("<=", self.maximum)) if limit is not None]
+        return f"{kind} {' and '.join(bounds)}" if bounds else kind
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+_KIND_WORDS = {"int": "an integer (int)", "long": "an integer (long)",
+               "double": "a number (double)", "bool": "true or false", "enum": "one value",
+               "list": "a comma-separated list"}
+
+
+def _not_a(key: ConfigKey) -> ValueError:
+    return ValueError(f"expected {key.expected()}")
 
 
 def _parse_int(key: ConfigKey, raw: object) -> int:
-    if isinstance(raw, bool):
-        raise ValueError("expected an integer")
-    if isinstance(raw, int):
+    if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     if isinstance(raw, str):
-        return int(raw.strip())
-    raise ValueError("expected an integer")
+        try:
+            return int(raw.strip())
+        except ValueError:  # Python's own message names neither the key nor the range
+            pass
+    raise _not_a(key)
 
 
 def _parse_double(key: ConfigKey, raw: object) -> float:
-    if isinstance(raw, bool):
-        raise ValueError("expected a number")
-    if isinstance(raw, int | float):
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
         return float(raw)
     if isinstance(raw, str):
-        return float(raw.strip())
-    raise ValueError("expected a number")
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(value):
+                return value
+    raise _not_a(key)
 
 
 def _parse_bool(key: ConfigKey, raw: object) -> bool:
@@ -98,6 +129,10 @@ _PARSERS: dict[str, Callable[[ConfigKey, object], Any]] = {
 }
 
 _DAY_MS = 24 * 60 * 60 * 1000
+# The smallest batch that holds a record: the batch header and one record with no
+# key, no value and no header (length, attributes, two deltas, two lengths, count:
+# one byte each). A max.message.bytes below it would refuse every write.
+SMALLEST_BATCH = HEADER_SIZE + 7
 
 TOPIC_CONFIG: dict[str, ConfigKey] = {
     key.name: key
@@ -117,7 +152,8 @@ TOPIC_CONFIG: dict[str, ConfigKey] = {
         ConfigKey("min.cleanable.dirty.ratio", "double", 0.5, minimum=0.0, maximum=1.0),
         ConfigKey("flush.messages", "long", LONG_MAX, minimum=1, maximum=LONG_MAX),
         ConfigKey("flush.ms", "long", LONG_MAX, minimum=0, maximum=LONG_MAX),
-        ConfigKey("max.message.bytes", "int", 1048588, minimum=0, maximum=INT_MAX),
+        ConfigKey("max.message.bytes", "int", 1048588, minimum=SMALLEST_BATCH,
+                  maximum=INT_MAX),
         ConfigKey("message.timestamp.type", "enum", "CreateTime",
                   choices=("CreateTime", "LogAppendTime")),
         ConfigKey("min.insync.replicas", "int", 1, minimum=1, maximum=INT_MAX),
@@ -137,7 +173,20 @@ def validate_topic_config(properties: Mapping[str, object]) -> dict[str, Any]:
         if key is None:
             raise InvalidConfigError(f"unknown topic config {name!r}")
         typed[name] = key.parse(raw)
+    _check_together(typed)
     return typed
+
+
+def _check_together(typed: Mapping[str, Any]) -> None:
+    """Rules between keys (Kafka's LogConfig.validateValues)."""
+    def value(name: str) -> Any:
+        return typed.get(name, TOPIC_CONFIG[name].default)
+
+    low, high = value("min.compaction.lag.ms"), value("max.compaction.lag.ms")
+    if low > high:
+        raise InvalidConfigError(
+            f"min.compaction.lag.ms ({low}) must not be greater than max.compaction.lag.ms "
+            f"({high}): lower the first or raise the second")
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,11 +48,40 @@ def test_typed_parsing() -> None:
         ({"compression.type": "lz4"}, "producer"),
         ({"min.insync.replicas": "0"}, ">= 1"),
         ({"segment.bytes": True}, "segment.bytes"),
+        # issue 11: which config, what value, what is expected; no Python internals
+        ({"retention.ms": "abc"}, "invalid value 'abc' for configuration retention.ms: "
+                                  "expected an integer (long) >= -1"),
+        ({"min.cleanable.dirty.ratio": "nan"}, "expected a number (double) >= 0 and <= 1"),
+        ({"max.message.bytes": "0"}, "max.message.bytes: must be an integer (int) >= 68"),
+        ({"max.message.bytes": "67"}, ">= 68"),
+        ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
+         "min.compaction.lag.ms (10) must not be greater than max.compaction.lag.ms (5)"),
     ],
 )
 def test_bad_values_are_named_in_the_error(properties: dict[str, object], fragment: str) -> None:
-    with pytest.raises(InvalidConfigError, match=fragment.replace(".", r"\.")):
+    with pytest.raises(InvalidConfigError) as refused:
         LogConfig.from_properties(properties)
+    assert fragment in str(refused.value)
+    assert "literal" not in str(refused.value)  # Python's int() message leaked before
+
+
+def test_every_numeric_key_has_a_range() -> None:
+    """An out-of-range value is refused for every key, not only for some."""
+    numeric = [k for k in TOPIC_CONFIG.values() if k.kind in ("int", "long", "double")]
+    assert numeric
+    for key in numeric:
+        assert key.minimum is not None and key.maximum is not None, key.name
+        with pytest.raises(InvalidConfigError, match="must be"):
+            key.parse(key.minimum - 1)
+
+
+def test_a_batch_of_max_message_bytes_fits_one_record() -> None:
+    from strand.records.builder import BatchBuilder
+
+    smallest = TOPIC_CONFIG["max.message.bytes"].minimum
+    builder = BatchBuilder()
+    builder.append(None, timestamp=0)
+    assert len(builder.build()) == smallest
 
 
 def test_every_key_default_parses_as_itself() -> None:
