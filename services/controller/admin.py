@@ -79,6 +79,24 @@ def _validated_config(config: Mapping[str, str]) -> dict[str, str]:
     return {str(k): str(v) for k, v in config.items()}
 
 
+def min_insync_replicas(config: Mapping[str, str]) -> int:
+    """The topic's ``min.insync.replicas`` (its default when not set)."""
+    key = TOPIC_CONFIG["min.insync.replicas"]
+    raw = config.get(key.name)
+    return int(key.default if raw is None else key.parse(raw))
+
+
+def check_min_insync(topic: str, config: Mapping[str, str], replicas: int) -> None:
+    """Refuse a ``min.insync.replicas`` above the replica count: no acks=all write
+    could ever succeed. (Kafka accepts it and fails every such write later.)"""
+    wanted = min_insync_replicas(config)
+    if wanted > replicas:
+        raise InvalidConfigError(
+            f"min.insync.replicas={wanted} is more than the {replicas} replica(s) of topic "
+            f"{topic!r}: no acks=all write could succeed; set min.insync.replicas to at "
+            f"most {replicas} or use more replicas")
+
+
 def _check_assignment(
     assignment: Mapping[int, Sequence[int]], brokers: set[int]
 ) -> tuple[int, int]:
@@ -110,17 +128,20 @@ def plan_create_topic(spec: CreateTopicSpec, cache: MetadataCache, *,
     brokers = live_brokers(cache)
     if spec.assignment:
         partitions, factor = _check_assignment(spec.assignment, {b.id for b in brokers})
-        assignment = {p: list(r) for p, r in spec.assignment.items()}
     else:
-        validate_partitions(spec.partitions)
-        factor = spec.replication_factor
-        if factor < 1 or factor > len(brokers):
+        partitions, factor = spec.partitions, spec.replication_factor
+        validate_partitions(partitions)
+        if factor < 1:
+            raise InvalidReplicationFactorError(
+                f"replication factor must be at least 1, got {factor}")
+        if factor > len(brokers):
             raise InvalidReplicationFactorError(
                 f"replication factor {factor} needs {factor} live brokers; "
                 f"{len(brokers)} are live")
-        partitions = spec.partitions
-        assignment = assign_replicas(brokers, partitions, factor,
-                                     start_index=start_index_for(spec.name))
+    check_min_insync(spec.name, config, factor)
+    assignment = ({p: list(r) for p, r in spec.assignment.items()} if spec.assignment
+                  else assign_replicas(brokers, partitions, factor,
+                                       start_index=start_index_for(spec.name)))
     topic = TopicRecord(name=spec.name, topic_id=str(uuid.uuid4()), partitions=partitions,
                         replication_factor=factor, config=config,
                         internal=spec.name.startswith("__"))
@@ -187,6 +208,8 @@ def plan_alter_config(name: str, ops: Sequence[ConfigOp], cache: MetadataCache) 
         else:
             config[op.key] = op.value
     config = _validated_config(config)
+    replicas = [len(r.target_replicas) for r in cache.partitions_of(name)]
+    check_min_insync(name, config, min(replicas, default=topic.replication_factor))
     if topic.internal and config.get("cleanup.policy") != "compact":
         raise InvalidConfigError(
             f"topic {name!r} is internal: cleanup.policy must stay 'compact' (retention "

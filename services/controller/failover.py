@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from services.controller import reassignment
+from services.controller.admin import min_insync_replicas
 from services.controller.leadership import (
     IsrChange,
     apply_isr_change,
@@ -152,7 +153,8 @@ class PartitionStateKeeper:
                 raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}")
             live = self._live()
             updated = (reassignment.cancel(current, live) if target is None
-                       else reassignment.start(current, target, live))
+                       else reassignment.start(current, target, live,
+                                               min_insync_replicas(record.config)))
             if updated is current:
                 return current
             revision = await writer.update_partition(updated, self.cache.partition_revisions[tp])

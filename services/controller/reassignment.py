@@ -18,16 +18,29 @@ import dataclasses
 from collections.abc import Collection, Sequence
 
 from strand.cluster.model import NO_LEADER, PartitionRecord
-from strand.errors import InvalidReplicaAssignmentError, InvalidRequestError
+from strand.errors import (
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+)
 
 __all__ = ["cancel", "complete", "start"]
 
 
-def start(record: PartitionRecord, target: Sequence[int], live: Collection[int]) -> PartitionRecord:
+def start(record: PartitionRecord, target: Sequence[int], live: Collection[int],
+          min_insync_replicas: int = 1) -> PartitionRecord:
+    """``min_insync_replicas``: the topic's; fewer target replicas are refused (no
+    acks=all write could succeed on them)."""
     name = f"{record.topic}-{record.partition}"
     target = list(target)
     if not target:
         raise InvalidReplicaAssignmentError(f"the target replicas of {name} are empty")
+    if len(target) < min_insync_replicas:
+        raise InvalidReplicationFactorError(
+            f"{name} cannot move to {len(target)} replica(s): its topic has "
+            f"min.insync.replicas={min_insync_replicas}, so no acks=all write could "
+            f"succeed; lower min.insync.replicas first or give at least "
+            f"{min_insync_replicas} replicas")
     if len(set(target)) != len(target):
         raise InvalidReplicaAssignmentError(f"the target replicas of {name} repeat a broker")
     dead = [r for r in target if r not in live]
