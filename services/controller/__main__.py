@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from services.controller.limits import PARTITIONS_FLAG, TOPICS_FLAG, RequestLimits
 from services.controller.server import ControllerProcess, ControllerSettings, new_controller_id
 from strand.service.entry import etcd_endpoints, new_parser, run_service
 
@@ -17,14 +18,24 @@ def parse_args(argv: list[str] | None = None) -> ControllerSettings:
     parser.add_argument("--preferred-leader-interval", type=float,
                         default=float(env("STRAND_PREFERRED_LEADER_INTERVAL", "30")),
                         help="seconds between restorations of preferred leaders")
+    defaults = RequestLimits()
+    parser.add_argument(PARTITIONS_FLAG[0], type=int, dest="max_partitions",
+                        default=int(env(PARTITIONS_FLAG[1], str(defaults.max_partitions))),
+                        help="partitions one admin request may create or reassign")
+    parser.add_argument(TOPICS_FLAG[0], type=int, dest="max_topics",
+                        default=int(env(TOPICS_FLAG[1], str(defaults.max_topics))),
+                        help="topics one admin request may name")
     args = parser.parse_args(argv)
     if args.preferred_leader_interval <= 0:
         parser.error("--preferred-leader-interval must be positive")
+    if args.max_partitions < 1 or args.max_topics < 1:
+        parser.error(f"{PARTITIONS_FLAG[0]} and {TOPICS_FLAG[0]} must be at least 1")
     return ControllerSettings(
         etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, advertise=args.advertise or args.listen,
         controller_id=args.id, lease_ttl=args.lease_ttl, metrics_port=args.metrics_port,
         preferred_leader_interval_s=args.preferred_leader_interval,
+        limits=RequestLimits(args.max_partitions, args.max_topics),
     )
 
 

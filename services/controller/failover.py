@@ -52,6 +52,8 @@ SHUTDOWN_MEMORY_S = 120.0
 # How long a controlled-shutdown request waits to see the broker's own "shutting down"
 # mark in etcd: the broker writes it just before asking, and the watch may lag.
 SHUTDOWN_MARK_WAIT_S = 3.0
+# Partitions decided between two returns to the event loop (a few milliseconds' work).
+YIELD_EVERY = 1000
 
 Decision = Callable[[PartitionRecord], PartitionRecord | None]
 
@@ -244,7 +246,9 @@ class PartitionStateKeeper:
         round, which sees the newer record. Waits until the cache has the writes."""
         last_revision = 0
         changes = 0
-        for record in self._served():
+        for count, record in enumerate(self._served(), 1):
+            if count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a large cluster: let keep-alives and requests in
             updated = decide(record)
             if updated is None:
                 continue

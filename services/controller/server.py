@@ -11,8 +11,8 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -29,6 +29,7 @@ from services.controller.admin import (
 )
 from services.controller.failover import PartitionStateKeeper
 from services.controller.leadership import IsrChange
+from services.controller.limits import RequestLimits
 from services.controller.topic_rules import INTERNAL_TOPICS
 from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
@@ -64,18 +65,21 @@ class ControllerSettings:
     lease_ttl: int = 5
     metrics_port: int = 0
     preferred_leader_interval_s: float = 30.0
+    limits: RequestLimits = field(default_factory=RequestLimits)
 
 
 class ControllerServicer(controller_pb2_grpc.ControllerServicer):
-    def __init__(self, cache: MetadataCache, preferred_leader_interval_s: float = 30.0) -> None:
+    def __init__(self, cache: MetadataCache, preferred_leader_interval_s: float = 30.0,
+                 limits: RequestLimits | None = None) -> None:
         self.cache = cache
+        self.limits = limits or RequestLimits()
         self.writer: MetadataWriter | None = None  # set while this controller is active
         self._admin_lock = asyncio.Lock()
         self.partitions = PartitionStateKeeper(cache, self._admin_lock,
                                                preferred_leader_interval_s)
 
     async def _run(
-        self, name: str, plan: Callable[[], Plan], validate_only: bool
+        self, name: str, plan: Callable[[MetadataCache], Plan], validate_only: bool
     ) -> pb.TopicResult:
         result = pb.TopicResult(name=name)
         try:
@@ -83,7 +87,10 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 writer = self.writer
                 if writer is None:
                     raise NotControllerError("not the active controller")
-                decided = plan()
+                # Off the event loop (placing many partitions takes seconds of CPU),
+                # on a copy of the metadata the watch cannot change meanwhile: lease
+                # keep-alives and other requests go on being served (issue 11).
+                decided = await asyncio.to_thread(plan, self.cache.snapshot())
                 if decided.topic is not None:
                     result.topic_id = decided.topic.topic_id
                 if not validate_only:
@@ -95,6 +102,12 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
 
     async def CreateTopics(self, request: pb.CreateTopicsRequest,
                            context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
+        try:
+            self.limits.check_topics(len(request.topics))
+            self.limits.check_new_partitions({
+                t.name: max(len(t.assignments) or t.num_partitions, 0) for t in request.topics})
+        except StrandError as exc:
+            return pb.CreateTopicsResponse(topics=_refused(_named(request.topics), exc))
         results = []
         for topic in request.topics:
             spec = CreateTopicSpec(
@@ -103,31 +116,46 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 assignment={a.partition: list(a.replicas) for a in topic.assignments} or None,
             )
             results.append(await self._run(
-                topic.name, functools.partial(plan_create_topic, spec, self.cache),
-                request.validate_only))
+                topic.name, functools.partial(plan_create_topic, spec), request.validate_only))
         return pb.CreateTopicsResponse(topics=results)
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
                            context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
-        results = [await self._run(name, functools.partial(plan_delete_topic, name, self.cache),
-                                   False) for name in request.topics]
+        try:
+            self.limits.check_topics(len(request.topics))
+        except StrandError as exc:
+            return pb.DeleteTopicsResponse(topics=_refused(request.topics, exc))
+        results = [await self._run(name, functools.partial(plan_delete_topic, name), False)
+                   for name in request.topics]
         return pb.DeleteTopicsResponse(topics=results)
 
     async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
                                context: grpc.aio.ServicerContext) -> pb.CreatePartitionsResponse:
+        existing = self.cache.topics
+        try:
+            self.limits.check_topics(len(request.topics))
+            self.limits.check_new_partitions({t.name: max(t.count - (
+                existing[t.name].partitions if t.name in existing else 0), 0)
+                for t in request.topics})
+        except StrandError as exc:
+            return pb.CreatePartitionsResponse(topics=_refused(_named(request.topics), exc))
         results = [await self._run(t.name, functools.partial(
-            plan_create_partitions, t.name, t.count, self.cache), request.validate_only)
+            plan_create_partitions, t.name, t.count), request.validate_only)
             for t in request.topics]
         return pb.CreatePartitionsResponse(topics=results)
 
     async def AlterConfigs(self, request: pb.AlterConfigsRequest,
                            context: grpc.aio.ServicerContext) -> pb.AlterConfigsResponse:
+        try:
+            self.limits.check_topics(len(request.topics))
+        except StrandError as exc:
+            return pb.AlterConfigsResponse(topics=_refused(_named(request.topics), exc))
         results = []
         for topic in request.topics:
             ops = [ConfigOp(op.key, None if op.kind == pb.AlterConfigsRequest.Op.DELETE
                             else op.value) for op in topic.ops]
             results.append(await self._run(
-                topic.name, functools.partial(plan_alter_config, topic.name, ops, self.cache),
+                topic.name, functools.partial(plan_alter_config, topic.name, ops),
                 request.validate_only))
         return pb.AlterConfigsResponse(topics=results)
 
@@ -141,7 +169,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 ErrorCode.INVALID_TOPIC_EXCEPTION.name),
                 error_message=f"{request.name!r} is not an internal topic")
         return await self._run(request.name, functools.partial(
-            plan_internal_topic, request.name, request.partitions, self.cache), False)
+            plan_internal_topic, request.name, request.partitions), False)
 
     def _active_writer(self, response: Any) -> MetadataWriter | None:
         """The writer while active (the answer carries its epoch), else None with the
@@ -200,6 +228,13 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AlterPartitionReassignmentsResponse:
         response = pb.AlterPartitionReassignmentsResponse()
+        try:
+            self.limits.check_reassignments(len(request.partitions))
+        except StrandError as exc:
+            for part in request.partitions:
+                _set_error(response.partitions.add(topic=part.topic, partition=part.partition),
+                           exc, "reassignment")
+            return response
         for part in request.partitions:
             out = response.partitions.add(topic=part.topic, partition=part.partition)
             writer = self.writer
@@ -213,6 +248,20 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             except Exception as exc:
                 _set_error(out, exc, "reassignment", topic=part.topic, partition=part.partition)
         return response
+
+
+def _named(topics: Iterable[Any]) -> list[str]:
+    return [topic.name for topic in topics]
+
+
+def _refused(names: Iterable[str], exc: StrandError) -> list[pb.TopicResult]:
+    """Every topic of a request refused whole (over a limit), with the same error."""
+    results = []
+    for name in names:
+        result = pb.TopicResult(name=name)
+        _set_error(result, exc, "admin request")
+        results.append(result)
+    return results
 
 
 def _set_error(out: Any, exc: BaseException, what: str, **context: object) -> None:
@@ -232,7 +281,8 @@ class ControllerProcess:
         self.settings = settings
         self.keys = KeySpace(settings.cluster)
         self.cache = MetadataCache(self.keys)
-        self.servicer = ControllerServicer(self.cache, settings.preferred_leader_interval_s)
+        self.servicer = ControllerServicer(self.cache, settings.preferred_leader_interval_s,
+                                           settings.limits)
         self._stopping = asyncio.Event()
 
     async def run(self, on_ready: Callable[[], Awaitable[None]] | None = None) -> None:

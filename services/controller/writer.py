@@ -45,10 +45,12 @@ class MetadataWriter:
         topic_absent = []
         if plan.topic is not None and plan.create_only:
             topic_absent = [kv.txn_compare_create_revision(self.keys.topic(plan.topic.name), 0)]
-        puts = [kv.txn_op_put(self.keys.partition(p.topic, p.partition), p.to_json())
-                for p in plan.partitions]
-        for start in range(0, len(puts), MAX_OPS_PER_TXN):
-            revision = await self._txn(topic_absent, puts[start : start + MAX_OPS_PER_TXN])
+        for start in range(0, len(plan.partitions), MAX_OPS_PER_TXN):
+            # Serialized chunk by chunk: between two transactions the event loop serves
+            # lease keep-alives and other requests (issue 11).
+            puts = [kv.txn_op_put(self.keys.partition(p.topic, p.partition), p.to_json())
+                    for p in plan.partitions[start : start + MAX_OPS_PER_TXN]]
+            revision = await self._txn(topic_absent, puts)
         if plan.topic is not None:
             revision = await self._txn(
                 topic_absent, [kv.txn_op_put(self.keys.topic(plan.topic.name),

@@ -82,6 +82,21 @@ class MetadataCache:
                     self.controller_epoch = create_revision
         self.revision = max(self.revision, revision)
 
+    def snapshot(self) -> MetadataCache:
+        """A copy that later events do not change, for decisions made off the event
+        loop (the records are immutable, so the maps are copied, not the records)."""
+        copy = MetadataCache(self.keys)
+        copy.brokers = dict(self.brokers)
+        copy.broker_incarnations = dict(self.broker_incarnations)
+        copy.topics = dict(self.topics)
+        copy.partitions = dict(self.partitions)
+        copy.partition_revisions = dict(self.partition_revisions)
+        copy.coordinators = dict(self.coordinators)
+        copy.group_shard_owners = dict(self.group_shard_owners)
+        copy.controller, copy.controller_epoch = self.controller, self.controller_epoch
+        copy.revision = self.revision
+        return copy
+
     def known_keys(self) -> set[str]:
         """Every key this cache holds a record for (to diff against a fresh snapshot)."""
         keys = {self.keys.broker(n) for n in self.brokers}

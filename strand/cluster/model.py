@@ -107,11 +107,14 @@ class PartitionRecord:
         return tuple(r for r in self.replicas if r not in self.removing)
 
     def to_json(self) -> bytes:
-        raw = asdict(self)
-        for name in ("replicas", "isr", "adding", "removing"):
-            raw[name] = list(getattr(self, name))
-        if not self.reassigning:
-            del raw["adding"], raw["removing"]
+        # Built by hand: asdict() deep-copies every field and made serialization the
+        # bulk of creating a large topic (issue 11).
+        raw: dict[str, Any] = {
+            "topic": self.topic, "partition": self.partition, "replicas": list(self.replicas),
+            "leader": self.leader, "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+            "partition_epoch": self.partition_epoch}
+        if self.reassigning:
+            raw["adding"], raw["removing"] = list(self.adding), list(self.removing)
         return _dump(raw)
 
     @classmethod
