@@ -102,8 +102,8 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
 
     async def CreateTopics(self, request: pb.CreateTopicsRequest,
                            context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
+        await _within(context, self.limits.check_topics, len(request.topics))
         try:
-            self.limits.check_topics(len(request.topics))
             self.limits.check_new_partitions({
                 t.name: max(len(t.assignments) or t.num_partitions, 0) for t in request.topics})
         except StrandError as exc:
@@ -121,19 +121,16 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
 
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
                            context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
-        try:
-            self.limits.check_topics(len(request.topics))
-        except StrandError as exc:
-            return pb.DeleteTopicsResponse(topics=_refused(request.topics, exc))
+        await _within(context, self.limits.check_topics, len(request.topics))
         results = [await self._run(name, functools.partial(plan_delete_topic, name), False)
                    for name in request.topics]
         return pb.DeleteTopicsResponse(topics=results)
 
     async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
                                context: grpc.aio.ServicerContext) -> pb.CreatePartitionsResponse:
+        await _within(context, self.limits.check_topics, len(request.topics))
         existing = self.cache.topics
         try:
-            self.limits.check_topics(len(request.topics))
             self.limits.check_new_partitions({t.name: max(t.count - (
                 existing[t.name].partitions if t.name in existing else 0), 0)
                 for t in request.topics})
@@ -146,10 +143,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
 
     async def AlterConfigs(self, request: pb.AlterConfigsRequest,
                            context: grpc.aio.ServicerContext) -> pb.AlterConfigsResponse:
-        try:
-            self.limits.check_topics(len(request.topics))
-        except StrandError as exc:
-            return pb.AlterConfigsResponse(topics=_refused(_named(request.topics), exc))
+        await _within(context, self.limits.check_topics, len(request.topics))
         results = []
         for topic in request.topics:
             ops = [ConfigOp(op.key, None if op.kind == pb.AlterConfigsRequest.Op.DELETE
@@ -228,13 +222,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AlterPartitionReassignmentsResponse:
         response = pb.AlterPartitionReassignmentsResponse()
-        try:
-            self.limits.check_reassignments(len(request.partitions))
-        except StrandError as exc:
-            for part in request.partitions:
-                _set_error(response.partitions.add(topic=part.topic, partition=part.partition),
-                           exc, "reassignment")
-            return response
+        await _within(context, self.limits.check_reassignments, len(request.partitions))
         for part in request.partitions:
             out = response.partitions.add(topic=part.topic, partition=part.partition)
             writer = self.writer
@@ -248,6 +236,17 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             except Exception as exc:
                 _set_error(out, exc, "reassignment", topic=part.topic, partition=part.partition)
         return response
+
+
+async def _within(context: grpc.aio.ServicerContext, check: Callable[[int], None],
+                  count: int) -> None:
+    """Refuse a request naming too many topics or partitions as a whole, with gRPC's
+    INVALID_ARGUMENT: one refusal per entry would itself cost seconds and megabytes
+    for the requests this guards against (as gRPC refuses an oversized message)."""
+    try:
+        check(count)
+    except StrandError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc.code.name}: {exc}")
 
 
 def _named(topics: Iterable[Any]) -> list[str]:
