@@ -33,7 +33,7 @@ from services.controller.leadership import (
 )
 from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
-from strand.cluster.model import NO_LEADER, PartitionRecord
+from strand.cluster.model import NO_LEADER, BrokerRegistration, PartitionRecord
 from strand.errors import (
     InvalidRequestError,
     InvalidUpdateVersionError,
@@ -179,13 +179,7 @@ class PartitionStateKeeper:
         epoch must be its current registration's (KIP-380) and the registration, which
         only the broker writes (under its lease), must say it is shutting down. So a
         stray or forged request cannot take a healthy node out of service."""
-        registration = self.cache.brokers.get(broker)
-        if registration is None:
-            raise StaleBrokerEpochError(f"broker {broker} is not registered")
-        if broker_epoch != registration.epoch:
-            raise StaleBrokerEpochError(
-                f"broker {broker}'s epoch is {registration.epoch}, not {broker_epoch}: only "
-                "the registered broker itself may ask for its controlled shutdown")
+        registration = self.check_broker_epoch(broker, broker_epoch, "its controlled shutdown")
         deadline = time.monotonic() + SHUTDOWN_MARK_WAIT_S
         while not registration.shutting_down:
             remaining = deadline - time.monotonic()
@@ -198,6 +192,44 @@ class PartitionStateKeeper:
             if current is None or current.epoch != broker_epoch:
                 raise StaleBrokerEpochError(f"broker {broker} registered again meanwhile")
             registration = current
+
+    def check_broker_epoch(self, broker: int, broker_epoch: int,
+                           what: str) -> BrokerRegistration:
+        """``broker``'s registration, if ``broker_epoch`` is its current one (KIP-380):
+        only the registered broker itself may ask for ``what``."""
+        registration = self.cache.brokers.get(broker)
+        if registration is None:
+            raise StaleBrokerEpochError(f"broker {broker} is not registered")
+        if broker_epoch != registration.epoch:
+            raise StaleBrokerEpochError(
+                f"broker {broker}'s epoch is {registration.epoch}, not {broker_epoch}: only "
+                f"the registered broker itself may ask for {what}")
+        return registration
+
+    async def fence_replica(self, writer: MetadataWriter, broker: int, topic: str,
+                            partition: int, reason: str) -> PartitionRecord:
+        """``broker``'s copy of the partition is damaged: out of the ISR, and leadership
+        to another in-sync replica (as for a controlled shutdown, so a sole in-sync
+        leader keeps leading: nobody else has its data). Returns the record after."""
+        async with self.lock:
+            tp = (topic, partition)
+            current = self.cache.partitions.get(tp)
+            if current is None or topic not in self.cache.topics:
+                raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}")
+            if broker not in current.replicas:
+                raise InvalidRequestError(
+                    f"broker {broker} holds no replica of {topic}-{partition}")
+            updated = move_leadership_away(current, broker, self._live(), self._stopping())
+            if updated is None:
+                return current
+            revision = await writer.update_partition(updated, self.cache.partition_revisions[tp])
+            if revision is None:
+                raise InvalidUpdateVersionError(f"{topic}-{partition} changed meanwhile; retry")
+            await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            log.warning("damaged replica fenced", extra={
+                "topic": topic, "partition": partition, "broker": broker, "reason": reason,
+                "leader": updated.leader, "isr": list(updated.isr)})
+            return updated
 
     async def controlled_shutdown(self, writer: MetadataWriter, broker: int) -> int:
         """Move ``broker``'s leaderships away and take it out of every ISR; returns how

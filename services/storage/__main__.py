@@ -37,6 +37,13 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
     parser.add_argument("--reassignment-throttle", type=float,
                         default=float(env("STRAND_REASSIGNMENT_THROTTLE_MB", "50")),
                         help="MiB/s a node copies for replicas a reassignment adds to it")
+    parser.add_argument("--scrub-rate", type=float,
+                        default=float(env("STRAND_SCRUB_RATE_MB", "8")),
+                        help="MiB/s the background scrub reads to verify sealed segments "
+                             "(0: no scrub)")
+    parser.add_argument("--scrub-interval", type=float,
+                        default=float(env("STRAND_SCRUB_INTERVAL", "3600")),
+                        help="seconds between the starts of two scrub passes")
     args = parser.parse_args(argv)
     if args.node_id is None or int(args.node_id) < 0:
         parser.error("--node-id (or STRAND_NODE_ID) must be given and be >= 0")
@@ -49,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         parser.error(f"--advertise: {exc}")
     if args.reassignment_throttle <= 0:
         parser.error("--reassignment-throttle must be positive")
+    if args.scrub_rate < 0 or args.scrub_interval < 0:
+        parser.error("--scrub-rate and --scrub-interval must not be negative")
     if args.lease_ttl < 1 or args.io_threads < 1 or args.maintenance_interval <= 0:
         parser.error("--lease-ttl, --io-threads and --maintenance-interval must be positive")
     return StorageSettings(
@@ -60,6 +69,7 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         metrics_port=args.metrics_port, replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         controlled_shutdown_timeout_s=args.controlled_shutdown_timeout,
         reassignment_throttle_bytes_per_s=args.reassignment_throttle * 1024 * 1024,
+        scrub_bytes_per_s=args.scrub_rate * 1024 * 1024, scrub_interval_s=args.scrub_interval,
     )
 
 

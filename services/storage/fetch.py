@@ -23,6 +23,13 @@ Sizes follow Kafka (KIP-74): partitions are served in request order, each up to
 ``partition_max_bytes`` and together up to ``max_bytes``; the first batch of the
 first partition with data is returned whole even when it is larger than both, so a
 fetcher always progresses.
+
+Every batch read is verified (framing, CRC-32C, offset order:
+:func:`strand.log.integrity.verify_batches`) before it is served. Only the valid
+batches before a bad one are served; a partition whose first batch is bad answers
+KAFKA_STORAGE_ERROR (clients look for the leader again), and the damage is reported
+to the repair (:mod:`services.storage.repair`), which moves the leadership away and
+fetches the damaged range again from an in-sync replica.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from services.storage.disk import DiskExecutor
 from services.storage.errors import (
@@ -48,12 +56,27 @@ from services.storage.fetch_params import (
 from services.storage.replica import Replica, wait_on_replicas
 from services.storage.replica_fetch import FollowerFetchStep, IsrExpansion
 from services.storage.replica_manager import ReplicaManager
+from strand.errors import StorageError
+from strand.log.integrity import verify_batches
 
 log = logging.getLogger(__name__)
 
 # The records of one response stay below the 64 MiB gRPC message limit with room for
 # the envelope (a single batch larger than that cannot be sent either way).
 MAX_RESPONSE_BYTES = 63 * 1024 * 1024
+
+
+class DamageReport(Protocol):
+    """Told when a stored batch fails verification (the repair)."""
+
+    def report(self, replica: Replica, offset: int, detail: str, found_by: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Damaged:
+    replica: Replica
+    offset: int  # the first offset of the bad batch, at most
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +88,11 @@ class _Read:
 
 class Fetcher:
     def __init__(self, manager: ReplicaManager, disk: DiskExecutor,
-                 isr: IsrExpansion | None = None) -> None:
+                 isr: IsrExpansion | None = None, damage: DamageReport | None = None) -> None:
         self.manager = manager
         self.disk = disk
         self.followers = FollowerFetchStep(manager, isr)
+        self.damage = damage
 
     async def fetch(self, params: FetchParams) -> list[FetchedPartition]:
         """One result per entry of ``params.partitions``, in the same order."""
@@ -123,14 +147,20 @@ class Fetcher:
         if not reads:
             return 0
         budget = min(params.max_bytes, MAX_RESPONSE_BYTES)
+        damaged: list[_Damaged] = []
         try:
-            return await self.disk.run(
-                lambda: _read_logs(reads, results, budget, params),
+            total = await self.disk.run(
+                lambda: _read_logs(reads, results, budget, params, self.manager.node_id,
+                                   damaged),
                 [read.replica for read in reads])
         except Exception as exc:  # a replica began closing: report it on every partition
             for read in reads:
                 fail_partition(results[read.index], exc, _what(params))
             return 0
+        if self.damage is not None:
+            for found in damaged:
+                self.damage.report(found.replica, found.offset, found.detail, _what(params))
+        return total
 
 
 def _what(params: FetchParams) -> str:
@@ -180,8 +210,9 @@ def _upper_bound(result: FetchedPartition, isolation: FetchIsolation) -> int | N
 
 
 def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
-               params: FetchParams) -> int:
-    """Runs in a disk thread: read every partition within the size limits."""
+               params: FetchParams, node_id: int, damaged: list[_Damaged]) -> int:
+    """Runs in a disk thread: read every partition within the size limits, verified
+    (a bad batch is added to ``damaged`` and never served)."""
     remaining = budget
     first_batch_whole = True  # until some partition returned data (KIP-74)
     total = 0
@@ -198,6 +229,7 @@ def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
                 read.request.fetch_offset, limit,
                 max_offset=_upper_bound(result, params.isolation),
                 min_one_batch=first_batch_whole)
+            data = _verified(read, data, node_id, damaged)
         except Exception as exc:
             fail_partition(result, exc, _what(params))
             continue
@@ -207,3 +239,19 @@ def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
             remaining -= len(data)
             total += len(data)
     return total
+
+
+def _verified(read: _Read, data: bytes, node_id: int, damaged: list[_Damaged]) -> bytes:
+    """The valid batches at the start of ``data``; StorageError if there is none."""
+    checked = verify_batches(data)
+    if checked.error is None:
+        return data
+    offset = checked.next_offset if checked.batches else read.request.fetch_offset
+    damaged.append(_Damaged(read.replica, offset, checked.error))
+    if checked.batches:
+        return data[:checked.valid_bytes]
+    request = read.request
+    raise StorageError(
+        f"the stored batch at offset {offset} of {request.topic}-{request.partition} on node "
+        f"{node_id} fails verification ({checked.error}): it is not served, and this copy "
+        "is being repaired from an in-sync replica; retry (the leadership moves)")

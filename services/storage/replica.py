@@ -35,6 +35,10 @@ class Replica:
         # (log end offset after an append, appended_bytes then), for appends not yet
         # below the high watermark: how many bytes a high watermark move makes visible.
         self._append_marks: deque[tuple[int, int]] = deque()
+        # An offset at or after which a stored batch failed verification: until the
+        # repair (services.storage.repair) has cut it away, the replica does not
+        # follow its leader, so it cannot rejoin the ISR with the damaged copy.
+        self.damaged_from: int | None = None
         # While this node leads the partition: its followers' state (None otherwise).
         self.leader_state: LeaderState | None = None
         # acks=all appends waiting for the high watermark: (required offset, future).

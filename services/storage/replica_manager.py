@@ -282,10 +282,15 @@ class ReplicaManager:
                 f"{record.leader}, epoch {record.leader_epoch}); retry on the new leader"))
         if self.followers is None:
             return
-        if record.leader == NO_LEADER:
+        if record.leader == NO_LEADER or replica.damaged_from is not None:
             self.followers.unfollow(replica)
         else:
             self.followers.follow(replica)  # (again: a new leader or epoch restarts it)
+
+    async def refresh_role(self, replica: Replica) -> None:
+        """Apply the replica's current record again: a repair ended (it may follow)."""
+        if not replica.closing and self.replicas.get((replica.topic, replica.partition)) is replica:
+            await self._apply_role(replica, replica.record)
 
     async def _become_leader(self, replica: Replica) -> None:
         record = replica.record

@@ -30,8 +30,10 @@ from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
 from services.storage.peers import PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
 from services.storage.registration import BrokerRegistrar
+from services.storage.repair import ReplicaRepair
 from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, ReplicaFetchers
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
+from services.storage.scrub import DEFAULT_SCRUB_BYTES_PER_S, DEFAULT_SCRUB_INTERVAL_S, LogScrubber
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -64,6 +66,8 @@ class StorageSettings:
     replica_lag_time_max_ms: float = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     controlled_shutdown_timeout_s: float = 30.0
     reassignment_throttle_bytes_per_s: float = DEFAULT_THROTTLE_BYTES_PER_S
+    scrub_bytes_per_s: float = DEFAULT_SCRUB_BYTES_PER_S  # 0: no background scrub
+    scrub_interval_s: float = DEFAULT_SCRUB_INTERVAL_S
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -197,11 +201,16 @@ class StorageProcess:
         isr = IsrManager(manager, peers)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
+        repair = ReplicaRepair(manager, disk, peers, lambda: registrar.registration.epoch)
+        scrubber = (LogScrubber(manager, disk, repair, bytes_per_s=settings.scrub_bytes_per_s,
+                                interval_s=settings.scrub_interval_s)
+                    if settings.scrub_bytes_per_s > 0 else None)
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk), Fetcher(manager, disk, isr),
+            Appender(manager, disk), Fetcher(manager, disk, isr, repair),
             OffsetLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
+        scrub_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None
         try:
             await watcher.start()
@@ -211,6 +220,8 @@ class StorageProcess:
             await _first_of(registrar.registered.wait(), self._stopping.wait())
             maintenance_task = asyncio.create_task(maintenance.run(), name="log-maintenance")
             isr_task = asyncio.create_task(isr.run(), name="isr-shrink")
+            if scrubber is not None:
+                scrub_task = asyncio.create_task(scrubber.run(), name="log-scrub")
             if not self._stopping.is_set():
                 await set_serving(health_servicer, SERVICE_NAME)
                 log.info("storage node serving", extra={
@@ -232,6 +243,11 @@ class StorageProcess:
             maintenance.stop()
             if maintenance_task is not None:
                 await maintenance_task
+            if scrubber is not None:
+                scrubber.stop()
+            if scrub_task is not None:
+                await scrub_task
+            await repair.shutdown()
             await fetchers.shutdown()
             await manager.shutdown()
             await peers.close()

@@ -512,16 +512,35 @@ class PartitionLog:
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
-            keep = [s for s in self._segments if s.base_offset <= offset] or self._segments[:1]
-            # Newest first, and the kept segment cut last: a crash at any step leaves
-            # a contiguous log (at worst still holding records past ``offset``).
-            for segment in reversed(self._segments[len(keep):]):
-                segment.delete_files()
-            keep[-1].truncate_to(offset)
-            self._set_segments(keep)
-            self._next_offset = keep[-1].next_offset
-            self._clamp_offsets_to_end()
+            kept = sum(1 for s in self._segments if s.base_offset <= offset) or 1
+            self._cut(kept, lambda segment: segment.truncate_to(offset))
             return True
+
+    def truncate_at_damage(self, segment_base_offset: int, position: int) -> int:
+        """Cut the log where verification found a bad batch (byte ``position`` of the
+        segment based at ``segment_base_offset``), dropping every later segment: the
+        replica then fetches the rest again. Returns the new log end offset."""
+        with self._lock:
+            self._check_open()
+            bases = self._bases
+            kept = bisect_right(bases, segment_base_offset)
+            if not kept or bases[kept - 1] != segment_base_offset:
+                raise StorageError(
+                    f"{self.directory}: no segment {segment_base_offset} to cut any more")
+            self._cut(kept, lambda segment: segment.truncate_at(position))
+            return self._next_offset
+
+    def _cut(self, kept: int, cut: Callable[[LogSegment], object]) -> None:
+        """Keep the first ``kept`` segments, the last of them ``cut``."""
+        keep = self._segments[:kept]
+        # Newest first, and the kept segment cut last: a crash at any step leaves
+        # a contiguous log (at worst still holding records past the cut).
+        for segment in reversed(self._segments[kept:]):
+            segment.delete_files()
+        cut(keep[-1])
+        self._set_segments(keep)
+        self._next_offset = keep[-1].next_offset
+        self._clamp_offsets_to_end()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start it empty at ``offset``."""

@@ -304,7 +304,11 @@ class LogSegment:
         found = self.find_batch(offset)
         if found is None:
             return 0
-        position = found[0]
+        return self.truncate_at(found[0])
+
+    def truncate_at(self, position: int) -> int:
+        """Remove every byte from ``position`` (where a batch starts) on; returns bytes
+        removed. Reads no header there: it may be a damaged one."""
         removed = self.size - position
         self.size = position
         os.ftruncate(self._fd, position)
@@ -386,6 +390,10 @@ class LogSegment:
                 break
             end += size
         return data if end == total else data[:end]
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """``size`` bytes from byte ``position`` (fewer at the end of the file)."""
+        return os.pread(self._fd, size, position)
 
     def find_offset_by_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``min_offset`` with a

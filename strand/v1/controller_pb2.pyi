@@ -86,3 +86,49 @@ class ControlledShutdownResponse(_message.Message):
     error_message: str
     remaining_leaderships: int
     def __init__(self, controller_epoch: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., remaining_leaderships: _Optional[int] = ...) -> None: ...
+
+class FenceReplicasRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "partitions", "reason")
+    class Partition(_message.Message):
+        __slots__ = ("topic", "partition")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partition: int
+        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    partitions: _containers.RepeatedCompositeFieldContainer[FenceReplicasRequest.Partition]
+    reason: str
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[FenceReplicasRequest.Partition, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class FenceReplicasResponse(_message.Message):
+    __slots__ = ("controller_epoch", "error_code", "error_message", "partitions")
+    class Partition(_message.Message):
+        __slots__ = ("topic", "partition", "error_code", "error_message", "leader", "isr")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        LEADER_FIELD_NUMBER: _ClassVar[int]
+        ISR_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partition: int
+        error_code: _common_pb2.ErrorCode
+        error_message: str
+        leader: int
+        isr: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    controller_epoch: int
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    partitions: _containers.RepeatedCompositeFieldContainer[FenceReplicasResponse.Partition]
+    def __init__(self, controller_epoch: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FenceReplicasResponse.Partition, _Mapping]]] = ...) -> None: ...
