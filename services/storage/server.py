@@ -26,6 +26,7 @@ from services.storage.fetch import Fetcher
 from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
 from services.storage.isr import IsrManager
 from services.storage.maintenance import LogMaintenance
+from services.storage.offline import DEFAULT_PROBE_BYTES, DEFAULT_PROBE_INTERVAL_S, OfflineReplicas
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
 from services.storage.peers import PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
@@ -64,6 +65,8 @@ class StorageSettings:
     replica_lag_time_max_ms: float = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     controlled_shutdown_timeout_s: float = 30.0
     reassignment_throttle_bytes_per_s: float = DEFAULT_THROTTLE_BYTES_PER_S
+    disk_probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S
+    disk_probe_bytes: int = DEFAULT_PROBE_BYTES
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -197,12 +200,17 @@ class StorageProcess:
         isr = IsrManager(manager, peers)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
+        offline = OfflineReplicas(manager, disk, registrar.set_offline_replicas,
+                                  probe_interval_s=settings.disk_probe_interval_s,
+                                  probe_bytes=settings.disk_probe_bytes)
+        manager.storage_failures = offline
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
             Appender(manager, disk), Fetcher(manager, disk, isr),
             OffsetLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None
+        offline_task: asyncio.Task[None] | None = None
         try:
             await watcher.start()
             await manager.start()
@@ -211,6 +219,7 @@ class StorageProcess:
             await _first_of(registrar.registered.wait(), self._stopping.wait())
             maintenance_task = asyncio.create_task(maintenance.run(), name="log-maintenance")
             isr_task = asyncio.create_task(isr.run(), name="isr-shrink")
+            offline_task = asyncio.create_task(offline.run(), name="disk-probe")
             if not self._stopping.is_set():
                 await set_serving(health_servicer, SERVICE_NAME)
                 log.info("storage node serving", extra={
@@ -223,9 +232,11 @@ class StorageProcess:
                 await _controlled_shutdown(manager, peers, registrar,
                                            settings.controlled_shutdown_timeout_s)
         finally:
-            if isr_task is not None:
-                isr_task.cancel()
+            for task in (isr_task, offline_task):
+                if task is not None:
+                    task.cancel()
             await isr.shutdown()
+            await offline.shutdown()
             await health_servicer.enter_graceful_shutdown()
             manager.begin_shutdown()
             await server.stop(grace=settings.shutdown_grace_s)

@@ -8,6 +8,7 @@ from pathlib import Path
 from strand.errors import CorruptRecordError
 from strand.log.files import LOG_SUFFIX
 from strand.records.batch import split_batches
+from strand.records.reader import RecordBatch
 
 
 def torn_segments(data_dir: Path) -> list[str]:
@@ -20,3 +21,15 @@ def torn_segments(data_dir: Path) -> list[str]:
         except CorruptRecordError as exc:
             problems.append(f"{path.relative_to(data_dir)}: {exc}")
     return problems
+
+
+def values_on_disk(partition_dir: Path) -> list[bytes | None]:
+    """The record values of a partition directory's segments, in offset order, read
+    from the files (a live node's log is not opened: that would change it)."""
+    values: list[bytes | None] = []
+    for path in sorted(partition_dir.glob(f"*{LOG_SUFFIX}")):
+        data = path.read_bytes()
+        for position, header in split_batches(data):
+            batch = RecordBatch(data[position:position + header.size_in_bytes])
+            values.extend(record.value for record in batch.records())
+    return values
