@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from functools import partial
 from pathlib import Path
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
@@ -42,10 +43,11 @@ def _send_until_refused(cluster: Cluster, topic: str, acks: int | str,
     raise AssertionError(f"{topic}: the full disk refused no record")
 
 
-def _on_disk(data_dir: Path, topic: str) -> list[bytes | None]:
+def _holds(data_dir: Path, topic: str, values: list[bytes]) -> bool:
+    """The replica's segment files hold exactly ``values``."""
     with contextlib.suppress(CorruptRecordError):  # a batch being appended right now
-        return values_on_disk(data_dir / f"{topic}-0")
-    return []
+        return values_on_disk(data_dir / f"{topic}-0") == values
+    return False
 
 
 def test_a_full_disk_moves_leadership_and_heals_by_itself(tmp_path: Path) -> None:
@@ -65,9 +67,8 @@ def test_a_full_disk_moves_leadership_and_heals_by_itself(tmp_path: Path) -> Non
                     NewTopic(FOLLOWED, 1, 3, replica_assignment={0: [2, 1, 3]}),
                 ])
             for topic, leader in ((ACKS1, 1), (ACKS_ALL, 1), (FOLLOWED, 2)):
-                wait_until(lambda t=topic, n=leader: _leader_and_isr(cluster, t)[0] == n
-                           and set(_leader_and_isr(cluster, t)[1]) == {1, 2, 3},
-                           30, f"{topic} to be led by node {leader} and fully in sync")
+                wait_until(partial(_placed, cluster, topic, {leader}, {1, 2, 3}), 30,
+                           f"{topic} to be led by node {leader} and fully in sync")
             acked: dict[str, list[bytes]] = {ACKS1: [], ACKS_ALL: [], FOLLOWED: []}
             with Producer(cluster.bootstrap, acks="all") as producer:
                 for topic in acked:
@@ -87,9 +88,8 @@ def test_a_full_disk_moves_leadership_and_heals_by_itself(tmp_path: Path) -> Non
 
             # Leadership moves to in-sync replicas; node 1 leaves the ISRs.
             for topic in (ACKS1, ACKS_ALL):
-                wait_until(lambda t=topic: _leader_and_isr(cluster, t)[0] in (2, 3)
-                           and 1 not in _leader_and_isr(cluster, t)[1], 30,
-                           f"{topic}'s leadership to leave the full node")
+                wait_until(partial(_placed, cluster, topic, {2, 3}, {2, 3}), 30,
+                           f"{topic}'s leadership and ISR to leave the full node")
             with Producer(cluster.bootstrap, acks=1) as producer:
                 value = b"acks=1 on the new leader"
                 producer.send(ACKS1, value).result(timeout=30)
@@ -100,15 +100,15 @@ def test_a_full_disk_moves_leadership_and_heals_by_itself(tmp_path: Path) -> Non
                         value = f"{topic}-acks=all without node 1-{i}".encode()
                         producer.send(topic, value.ljust(RECORD, b".")).result(timeout=30)
                         acked[topic].append(value.ljust(RECORD, b"."))
-            wait_until(lambda: 1 not in _leader_and_isr(cluster, FOLLOWED)[1], 30,
+            wait_until(partial(_placed, cluster, FOLLOWED, {2}, {2, 3}), 30,
                        "the full follower to leave the ISR")
             assert torn_segments(disk) == []
 
             # Space comes back: node 1 recovers by itself and rejoins every ISR.
             filler.unlink()
             for topic in acked:
-                wait_until(lambda t=topic: set(_leader_and_isr(cluster, t)[1]) == {1, 2, 3},
-                           60, f"node 1 to rejoin the ISR of {topic}")
+                wait_until(partial(_placed, cluster, topic, {1, 2, 3}, {1, 2, 3}), 60,
+                           f"node 1 to rejoin the ISR of {topic}")
             with Producer(cluster.bootstrap, acks="all") as producer:
                 for topic in acked:
                     value = f"{topic}-after recovery".encode()
@@ -116,9 +116,8 @@ def test_a_full_disk_moves_leadership_and_heals_by_itself(tmp_path: Path) -> Non
                     acked[topic].append(value)
             for topic, values in acked.items():
                 for node in (1, 2, 3):
-                    wait_until(lambda t=topic, n=node, v=values: _on_disk(
-                        cluster.data_dir(n), t) == v, 30,
-                        f"node {node} to hold every acknowledged record of {topic}")
+                    wait_until(partial(_holds, cluster.data_dir(node), topic, values), 30,
+                               f"node {node} to hold every acknowledged record of {topic}")
                 with Consumer(cluster.bootstrap) as consumer:
                     consumer.assign([TopicPartition(topic, 0)])
                     read = poll_records(consumer, len(values), timeout=30)
@@ -129,8 +128,10 @@ def test_a_full_disk_moves_leadership_and_heals_by_itself(tmp_path: Path) -> Non
             cluster.stop()
 
 
-def _leader_and_isr(cluster: Cluster, topic: str) -> tuple[int | None, tuple[int, ...]]:
-    return placement(cluster, topic)[0]
+def _placed(cluster: Cluster, topic: str, leaders: set[int], isr: set[int]) -> bool:
+    """The partition is led by one of ``leaders`` and its ISR is exactly ``isr``."""
+    leader, current = placement(cluster, topic)[0]
+    return leader in leaders and set(current) == isr
 
 
 def _free_bytes(path: Path) -> int:
