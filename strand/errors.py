@@ -100,6 +100,13 @@ class StorageError(StrandError):
     """The log cannot serve: a closed log, a failed disk operation."""
 
     code = ErrorCode.KAFKA_STORAGE_ERROR
+    retriable = True  # as Kafka's: the partition's leadership moves to a healthy replica
+
+
+class LogWriteError(StorageError):
+    """A write to a partition's log failed on disk (full, failing): nothing of it was
+    kept, and the log takes no more writes until it is recovered (Kafka's
+    KafkaStorageException for an offline log directory)."""
 
 
 class InvalidTopicError(StrandError):

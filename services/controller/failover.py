@@ -3,6 +3,10 @@
 * follow broker membership (the etcd watch, no polling): a broker whose lease
   expired leaves every ISR and loses its leaderships to the next in-sync replica;
   a returning broker leads again partitions left leaderless with it in the ISR;
+* the same, per partition, for the replicas a broker lists as offline in its
+  registration (it cannot write them: a full or failing disk; Kafka's log directory
+  failure): they leave the ISR, lose their leadership to an in-sync replica and may
+  not rejoin until the broker lists them no more;
 * apply the ISR changes partition leaders ask for (AlterPartition);
 * controlled shutdown: move a stopping broker's leaderships away before it exits;
 * restore preferred leaders every ``preferred_leader_interval_s``;
@@ -126,6 +130,15 @@ class PartitionStateKeeper:
         marked = {b for b, reg in self.cache.brokers.items() if reg.shutting_down}
         return set(self._shutting_down) | marked
 
+    def _ineligible(self, record: PartitionRecord, stopping: set[int]) -> set[int]:
+        """Brokers that may not lead ``record``'s partition or be in its ISR: the
+        stopping ones, and those whose replica of it is offline."""
+        brokers = self.cache.brokers
+        offline = {b for b in record.replicas
+                   if (reg := brokers.get(b)) is not None
+                   and reg.is_offline(record.topic, record.partition)}
+        return stopping | offline if offline else stopping
+
     async def react_to_brokers(self, writer: MetadataWriter) -> int:
         """Elect leaders and shrink ISRs after membership changes; returns changes made."""
         async with self.lock:
@@ -138,9 +151,11 @@ class PartitionStateKeeper:
                             extra={"brokers": sorted(restarted)})
                 up = live - restarted
                 changes += await self._apply_all(writer, lambda r: elect_leader(
-                    r, up, unclean=self._unclean(r.topic), shutting_down=stopping))
+                    r, up, unclean=self._unclean(r.topic),
+                    shutting_down=self._ineligible(r, stopping)))
             changes += await self._apply_all(writer, lambda r: elect_leader(
-                r, live, unclean=self._unclean(r.topic), shutting_down=stopping))
+                r, live, unclean=self._unclean(r.topic),
+                shutting_down=self._ineligible(r, stopping)))
             return changes + await self._apply_all(
                 writer, lambda r: reassignment.complete(r, live))
 
@@ -172,7 +187,8 @@ class PartitionStateKeeper:
         async with self.lock:
             live = self._live()
             stopping = self._stopping()
-            return await self._apply_all(writer, lambda r: preferred_leader(r, live, stopping))
+            return await self._apply_all(writer, lambda r: preferred_leader(
+                r, live, self._ineligible(r, stopping)))
 
     async def check_shutdown_request(self, broker: int, broker_epoch: int) -> None:
         """Refuse a controlled shutdown that the broker itself did not ask for: the
@@ -241,7 +257,8 @@ class PartitionStateKeeper:
             live = self._live()
             stopping = self._stopping()
             await self._apply_all(writer, lambda r: move_leadership_away(
-                r, broker, live, stopping) if broker in r.isr or r.leader == broker else None)
+                r, broker, live, self._ineligible(r, stopping))
+                if broker in r.isr or r.leader == broker else None)
             return sum(1 for r in self._served() if r.leader == broker)
 
     async def alter_isr(self, writer: MetadataWriter, topic: str, partition: int,
@@ -253,7 +270,8 @@ class PartitionStateKeeper:
             if current is None or topic not in self.cache.topics:
                 raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}")
             live = self._live()
-            updated = apply_isr_change(current, change, live, self._stopping())
+            updated = apply_isr_change(current, change, live,
+                                       self._ineligible(current, self._stopping()))
             if updated is current:
                 return current
             revision = await writer.update_partition(updated, self.cache.partition_revisions[tp])

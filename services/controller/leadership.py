@@ -5,8 +5,10 @@ these return with compare-and-swap, and the tests drive them directly.
 Rules (Kafka's, in its KRaft form):
 
 * A broker that is not alive (its lease expired) or is shutting down leaves every
-  ISR at once; the ISR never becomes empty, though: its last member stays, so that
-  when it comes back it can lead again without losing acknowledged records.
+  ISR at once (the controller passes a broker whose replica of the partition is
+  offline as shutting down, for that partition); the ISR never becomes empty,
+  though: its last member stays, so that when it comes back it can lead again
+  without losing acknowledged records.
 * A partition whose leader left gets the first replica, in replica order, that is
   in the (new) ISR, alive and not shutting down. If there is none the partition is
   leaderless (-1), unless ``unclean.leader.election.enable`` allows the first live

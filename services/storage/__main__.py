@@ -44,6 +44,14 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
     parser.add_argument("--scrub-interval", type=float,
                         default=float(env("STRAND_SCRUB_INTERVAL", "3600")),
                         help="seconds between the starts of two scrub passes")
+    parser.add_argument("--disk-probe-interval", type=float,
+                        default=float(env("STRAND_DISK_PROBE_INTERVAL", "2")),
+                        help="seconds between checks whether a failed (full) disk has "
+                             "recovered, while replicas are offline")
+    parser.add_argument("--disk-probe-bytes", type=int,
+                        default=int(env("STRAND_DISK_PROBE_BYTES", str(1 << 20))),
+                        help="bytes the data directory must take before offline replicas "
+                             "recover")
     args = parser.parse_args(argv)
     if args.node_id is None or int(args.node_id) < 0:
         parser.error("--node-id (or STRAND_NODE_ID) must be given and be >= 0")
@@ -58,8 +66,12 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         parser.error("--reassignment-throttle must be positive")
     if args.scrub_rate < 0 or args.scrub_interval < 0:
         parser.error("--scrub-rate and --scrub-interval must not be negative")
-    if args.lease_ttl < 1 or args.io_threads < 1 or args.maintenance_interval <= 0:
-        parser.error("--lease-ttl, --io-threads and --maintenance-interval must be positive")
+    if (args.lease_ttl < 1 or args.io_threads < 1 or args.maintenance_interval <= 0
+            or args.disk_probe_interval <= 0):
+        parser.error("--lease-ttl, --io-threads, --maintenance-interval and "
+                     "--disk-probe-interval must be positive")
+    if args.disk_probe_bytes < 0:
+        parser.error("--disk-probe-bytes must be >= 0")
     return StorageSettings(
         etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, advertise=advertise,
@@ -70,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         controlled_shutdown_timeout_s=args.controlled_shutdown_timeout,
         reassignment_throttle_bytes_per_s=args.reassignment_throttle * 1024 * 1024,
         scrub_bytes_per_s=args.scrub_rate * 1024 * 1024, scrub_interval_s=args.scrub_interval,
+        disk_probe_interval_s=args.disk_probe_interval, disk_probe_bytes=args.disk_probe_bytes,
     )
 
 

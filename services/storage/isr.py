@@ -72,7 +72,8 @@ class IsrManager:
         if state is None:
             return
         proposal = state.expand_proposal(broker, replica.log.high_watermark,
-                                         self.manager.clock(), self.manager.isr_eligible)
+                                         self.manager.clock(),
+                                         lambda b: self.manager.isr_eligible(b, replica))
         if proposal is not None:
             self._propose(replica, proposal, "expand")
 

@@ -76,7 +76,8 @@ class LogMaintenance:
         try:
             result = await self.disk.run(
                 lambda: maintain(partition_log, self.cleaner, now, checkpointed), [replica])
-        except Exception:
+        except Exception as exc:
+            self.manager.storage_failed(replica, exc)
             if not replica.closing:
                 log.exception("log maintenance failed", extra={
                     "topic": replica.topic, "partition": replica.partition})

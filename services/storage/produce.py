@@ -90,6 +90,7 @@ class Appender:
     async def _append_one(self, request: PartitionAppend, acks: int,
                           wait_s: float) -> AppendResult:
         result = AppendResult(request.topic, request.partition)
+        replica: Replica | None = None
         try:
             replica = await self.manager.leader_replica_soon(request.topic, request.partition)
             if acks == -1:
@@ -108,6 +109,8 @@ class Appender:
             if acks == -1:
                 await _await_replication(replica, info.last_offset + 1, wait_s)
         except Exception as exc:
+            if replica is not None:
+                self.manager.storage_failed(replica, exc)
             fail_partition(result, exc, "append")
             return result
         result.base_offset = info.first_offset

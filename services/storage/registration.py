@@ -87,6 +87,16 @@ class BrokerRegistrar:
             log.warning("could not mark the registration as shutting down",
                         extra={"key": self.key, "error": repr(exc)})
 
+    async def set_offline_replicas(self, replicas: tuple[tuple[str, int], ...]) -> None:
+        """List the replicas this node cannot write (same key, same lease): the
+        controller moves their leaderships and keeps them out of the ISR. Raises if
+        etcd does not take it (the caller tries again); a registration made later
+        carries the list anyway."""
+        self.registration = dataclasses.replace(self.registration, offline_replicas=replicas)
+        lease = self._lease
+        if lease is not None:
+            await self.etcd.kv.put(self.key, self.registration.to_json(), lease=lease.lease_id)
+
     async def stop(self) -> None:
         """Stop renewing and revoke the lease: the registration is deleted at once."""
         if self._task is not None:

@@ -47,6 +47,9 @@ class Replica:
         # Bumped when leadership or epoch change or the replica closes: a waiting
         # fetch answers at once then, with the error its partitions now deserve.
         self.state_version = 0
+        # Why this node cannot write (or trust) the replica, while it cannot: it then
+        # neither leads nor follows (services.storage.offline), and None otherwise.
+        self.offline: str | None = None
         # (high watermark, log start offset) last written to the offsets checkpoint.
         self.checkpointed: tuple[int, int] = (-1, -1)
         self._waiters: set[asyncio.Future[None]] = set()

@@ -188,7 +188,8 @@ class LeaderFetcher:
                 if high_watermark > partition_log.high_watermark:
                     replica.high_watermark_moved(
                         partition_log.update_high_watermark(high_watermark))
-        except Exception:
+        except Exception as exc:
+            self.owner.manager.storage_failed(replica, exc)
             if not replica.closing:
                 log.exception("applying a replica fetch failed", extra={
                     "topic": replica.topic, "partition": replica.partition,

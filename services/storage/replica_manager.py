@@ -18,7 +18,9 @@ followers' progress, from which the high watermark moves); a replica it follows 
 handed to the :class:`FollowerRole` (the replica fetchers); a leaderless one waits.
 A new leadership starts its leader epoch at the log end offset. Losing leadership
 fails the acks=all appends still waiting for followers (NOT_LEADER_OR_FOLLOWER: the
-client retries on the new leader).
+client retries on the new leader). A replica this node cannot write (its disk is full
+or failing) is handed to the :class:`StorageFailures` role (services.storage.offline):
+it then neither leads nor follows until that role brings it back.
 """
 
 from __future__ import annotations
@@ -70,6 +72,12 @@ class FollowerRole(Protocol):
     def unfollow(self, replica: Replica) -> None: ...
 
 
+class StorageFailures(Protocol):
+    """Takes replicas whose log failed on disk out of service, and back once it heals."""
+
+    def report(self, replica: Replica, error: BaseException) -> None: ...
+
+
 class ReplicaManager:
     def __init__(self, node_id: int, data_dir: Path, cache: MetadataCache,
                  disk: DiskExecutor, *,
@@ -82,6 +90,7 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.clock = clock
         self.followers: FollowerRole | None = None  # set by the replication wiring
+        self.storage_failures: StorageFailures | None = None  # set by the wiring too
         self.replicas: dict[TopicPartition, Replica] = {}
         # Assigned partitions whose log could not be opened, and why (retried on every
         # metadata change; clients get KAFKA_STORAGE_ERROR meanwhile).
@@ -131,6 +140,22 @@ class ReplicaManager:
             # while reconciling is seen here, so no change is ever missed.
             if self.cache.revision == revision:
                 await self.cache.wait_changed()
+
+    # -- storage failures ---------------------------------------------------------------------
+
+    def storage_failed(self, replica: Replica, error: BaseException) -> None:
+        """A disk job on ``replica`` raised ``error``: if its log failed on disk (the log
+        says so), the replica goes out of service until its disk recovers."""
+        if (self.storage_failures is not None and not replica.closing
+                and replica.log.failure is not None):
+            self.storage_failures.report(replica, error)
+
+    async def reapply_role(self, replica: Replica) -> None:
+        """Lead or follow ``replica`` again as the metadata says (it is back in service)."""
+        async with self._reconcile_lock:
+            if self.replicas.get((replica.topic, replica.partition)) is replica:
+                await self._apply_role(replica, None)
+        self._roles_moved()
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -265,6 +290,17 @@ class ReplicaManager:
         record = replica.record
         me = self.node_id
         state = replica.leader_state
+        if replica.offline is not None and not (record.leader == me and state is not None):
+            # Out of service: no new role. A leadership it still holds (handing over to
+            # the followers) ends when the metadata moves it.
+            if state is not None:
+                replica.leader_state = None
+                replica.fail_high_watermark_waiters(NotLeaderOrFollowerError(
+                    f"node {me} no longer leads {record.topic}-{record.partition} (leader "
+                    f"{record.leader}); retry on the new leader"))
+            if self.followers is not None:
+                self.followers.unfollow(replica)
+            return
         if record.leader == me:
             if (state is not None and previous is not None and previous.leader == me
                     and previous.leader_epoch == record.leader_epoch):
@@ -301,9 +337,10 @@ class ReplicaManager:
         try:
             start = await self.disk.run(lambda: partition_log.begin_leader_epoch(epoch),
                                         [replica])
-        except Exception:
+        except Exception as exc:
             log.exception("cannot start the leader epoch", extra={
                 "topic": record.topic, "partition": record.partition, "leader_epoch": epoch})
+            self.storage_failed(replica, exc)
             return
         if replica.record is not record:  # the metadata moved on meanwhile
             return
@@ -316,10 +353,13 @@ class ReplicaManager:
             "high_watermark": partition_log.high_watermark})
         self.maybe_advance_high_watermark(replica)
 
-    def isr_eligible(self, broker: int) -> bool:
-        """Alive (registered) and not shutting down: may be in, or join, an ISR."""
+    def isr_eligible(self, broker: int, replica: Replica | None = None) -> bool:
+        """Alive (registered), not shutting down and (given a replica) not listing its
+        replica of that partition as offline: may be in, or join, an ISR."""
         registration = self.cache.brokers.get(broker)
-        return registration is not None and not registration.shutting_down
+        return (registration is not None and not registration.shutting_down
+                and (replica is None
+                     or not registration.is_offline(replica.topic, replica.partition)))
 
     def maybe_advance_high_watermark(self, replica: Replica) -> int:
         """Move a led replica's high watermark as far as its followers allow; wake the
@@ -330,7 +370,8 @@ class ReplicaManager:
         if state is None:
             return current
         wanted = state.high_watermark(current, partition_log.log_end_offset, self.clock(),
-                                      self.replica_lag_time_max_ms, self.isr_eligible)
+                                      self.replica_lag_time_max_ms,
+                                      functools.partial(self.isr_eligible, replica=replica))
         if wanted > current:
             current = partition_log.update_high_watermark(wanted)
             replica.high_watermark_moved(current)

@@ -26,6 +26,7 @@ from services.storage.fetch import Fetcher
 from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
 from services.storage.isr import IsrManager
 from services.storage.maintenance import LogMaintenance
+from services.storage.offline import DEFAULT_PROBE_BYTES, DEFAULT_PROBE_INTERVAL_S, OfflineReplicas
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
 from services.storage.peers import PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
@@ -68,6 +69,8 @@ class StorageSettings:
     reassignment_throttle_bytes_per_s: float = DEFAULT_THROTTLE_BYTES_PER_S
     scrub_bytes_per_s: float = DEFAULT_SCRUB_BYTES_PER_S  # 0: no background scrub
     scrub_interval_s: float = DEFAULT_SCRUB_INTERVAL_S
+    disk_probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S
+    disk_probe_bytes: int = DEFAULT_PROBE_BYTES
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -205,6 +208,10 @@ class StorageProcess:
         scrubber = (LogScrubber(manager, disk, repair, bytes_per_s=settings.scrub_bytes_per_s,
                                 interval_s=settings.scrub_interval_s)
                     if settings.scrub_bytes_per_s > 0 else None)
+        offline = OfflineReplicas(manager, disk, registrar.set_offline_replicas,
+                                  probe_interval_s=settings.disk_probe_interval_s,
+                                  probe_bytes=settings.disk_probe_bytes)
+        manager.storage_failures = offline
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
             Appender(manager, disk), Fetcher(manager, disk, isr, repair),
@@ -212,6 +219,7 @@ class StorageProcess:
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None
+        offline_task: asyncio.Task[None] | None = None
         try:
             await watcher.start()
             await manager.start()
@@ -222,6 +230,7 @@ class StorageProcess:
             isr_task = asyncio.create_task(isr.run(), name="isr-shrink")
             if scrubber is not None:
                 scrub_task = asyncio.create_task(scrubber.run(), name="log-scrub")
+            offline_task = asyncio.create_task(offline.run(), name="disk-probe")
             if not self._stopping.is_set():
                 await set_serving(health_servicer, SERVICE_NAME)
                 log.info("storage node serving", extra={
@@ -234,9 +243,11 @@ class StorageProcess:
                 await _controlled_shutdown(manager, peers, registrar,
                                            settings.controlled_shutdown_timeout_s)
         finally:
-            if isr_task is not None:
-                isr_task.cancel()
+            for task in (isr_task, offline_task):
+                if task is not None:
+                    task.cancel()
             await isr.shutdown()
+            await offline.shutdown()
             await health_servicer.enter_graceful_shutdown()
             manager.begin_shutdown()
             await server.stop(grace=settings.shutdown_grace_s)

@@ -26,8 +26,10 @@ class MetadataCache:
     def __init__(self, keys: KeySpace) -> None:
         self.keys = keys
         self.brokers: dict[int, BrokerRegistration] = {}
-        # etcd mod revision of each broker's registration (written once per lease): a
-        # new one means the broker registered again, i.e. restarted.
+        # Each broker's incarnation: its registration's epoch (the lease id), or the etcd
+        # mod revision for a registration without one. A new one means the broker
+        # registered again, i.e. restarted; a broker updating its own registration
+        # (shutting down, offline replicas) keeps its incarnation.
         self.broker_incarnations: dict[int, int] = {}
         self.topics: dict[str, TopicRecord] = {}
         self.partitions: dict[tuple[str, int], PartitionRecord] = {}
@@ -49,8 +51,9 @@ class MetadataCache:
                     self.brokers.pop(parsed.node_id, None)
                     self.broker_incarnations.pop(parsed.node_id, None)
                 else:
-                    self.brokers[parsed.node_id] = BrokerRegistration.from_json(value)
-                    self.broker_incarnations[parsed.node_id] = revision
+                    registration = BrokerRegistration.from_json(value)
+                    self.brokers[parsed.node_id] = registration
+                    self.broker_incarnations[parsed.node_id] = registration.epoch or revision
             elif parsed.kind == "topic":
                 if value is None:
                     self.topics.pop(parsed.topic, None)

@@ -31,6 +31,13 @@ class BrokerRegistration:
     # The broker epoch (KIP-380): the id of the lease this registration lives under,
     # new with every registration. Requests only the broker itself may make carry it.
     epoch: int = 0
+    # Replicas the node cannot write or trust (Kafka's offline replicas of a failed log
+    # directory), as (topic, partition): they leave the ISR and lose their leadership
+    # to an in-sync replica; the node removes them from here once recovered.
+    offline_replicas: tuple[tuple[str, int], ...] = ()
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self.offline_replicas
 
     @property
     def address(self) -> str:
@@ -42,13 +49,18 @@ class BrokerRegistration:
             del raw["shutting_down"]
         if not self.epoch:
             del raw["epoch"]
+        if self.offline_replicas:
+            raw["offline_replicas"] = [list(tp) for tp in self.offline_replicas]
+        else:
+            del raw["offline_replicas"]
         return _dump(raw)
 
     @classmethod
     def from_json(cls, data: bytes) -> BrokerRegistration:
         raw = json.loads(data)
+        offline = tuple((str(t), int(p)) for t, p in raw.get("offline_replicas", ()))
         return cls(int(raw["node_id"]), str(raw["host"]), int(raw["port"]), raw.get("rack"),
-                   bool(raw.get("shutting_down", False)), int(raw.get("epoch", 0)))
+                   bool(raw.get("shutting_down", False)), int(raw.get("epoch", 0)), offline)
 
 
 @dataclass(frozen=True, slots=True)

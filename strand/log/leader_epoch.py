@@ -65,10 +65,13 @@ class LeaderEpochCache:
         entries = self._entries
         return entries[-1].epoch if entries else UNDEFINED_EPOCH
 
-    def _flush(self) -> None:
-        lines = [str(_VERSION), str(len(self._entries))]
-        lines += [f"{e.epoch} {e.start_offset}" for e in self._entries]
+    def _replace(self, entries: list[EpochEntry]) -> None:
+        """Write ``entries`` out, then adopt them: a failed write (a full disk) leaves
+        memory and file as they were."""
+        lines = [str(_VERSION), str(len(entries))]
+        lines += [f"{e.epoch} {e.start_offset}" for e in entries]
         atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+        self._entries = entries
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether anything changed.
@@ -82,11 +85,9 @@ class LeaderEpochCache:
             latest = self._entries[-1] if self._entries else None
             if latest is not None and latest.epoch == epoch and latest.start_offset <= start_offset:
                 return False
-            self._entries = [
-                e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset
-            ]
-            self._entries.append(EpochEntry(epoch, start_offset))
-            self._flush()
+            self._replace([
+                *(e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset),
+                EpochEntry(epoch, start_offset)])
             return True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
@@ -117,8 +118,7 @@ class LeaderEpochCache:
         with self._lock:
             kept = [e for e in self._entries if e.start_offset < end_offset]
             if len(kept) != len(self._entries):
-                self._entries = kept
-                self._flush()
+                self._replace(kept)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop epochs wholly before ``start_offset``; the one spanning it now starts there."""
@@ -132,10 +132,8 @@ class LeaderEpochCache:
                 return
             kept = [EpochEntry(entries[floor].epoch, start_offset), *entries[floor + 1 :]]
             if kept != entries:
-                self._entries = kept
-                self._flush()
+                self._replace(kept)
 
     def clear(self) -> None:
         with self._lock:
-            self._entries = []
-            self._flush()
+            self._replace([])

@@ -6,33 +6,41 @@ themselves by the log end offset read before they start, so a concurrent append,
 roll, truncation, retention or compaction never shows them a half-written batch
 (deleted segment files are unlinked and their descriptors left to the garbage
 collector). ``close()`` and ``delete()`` do close descriptors: stop reading first.
+
+A failed write (a full or failing disk: any OSError) leaves no partial batch, index
+entry or checkpoint behind, raises LogWriteError (KAFKA_STORAGE_ERROR) and marks the
+log failed: it refuses every further change until :meth:`recover_from_failure`
+succeeds (Kafka takes the log directory offline). Reads go on meanwhile: nothing
+below the log end offset was touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import shutil
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from strand.errors import (
     InvalidRecordError,
+    LogWriteError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
 from strand.log.checkpoint import CLEAN_SHUTDOWN_FILE, OffsetCheckpoint
 from strand.log.config import LogConfig
-from strand.log.files import fsync_directory
+from strand.log.files import Buffer, fsync_directory
 from strand.log.leader_epoch import LeaderEpochCache
 from strand.log.loader import load_segments
 from strand.log.retention import deletable_prefix
-from strand.log.segment import Buffer, LogSegment
+from strand.log.segment import LogSegment
 from strand.records.batch import (
     MAGIC_POS,
     BatchHeader,
@@ -92,6 +100,7 @@ class PartitionLog:
         self._last_flush_ms = clock()
         self._directory_dirty = False
         self._closed = False
+        self._failure: str | None = None  # why the log takes no writes (a failed write)
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -128,9 +137,15 @@ class PartitionLog:
         return partition_log
 
     def close(self) -> None:
-        """Flush everything and mark the shutdown clean, so the next open skips recovery."""
+        """Flush everything and mark the shutdown clean, so the next open skips recovery.
+        A failed log is closed without either: the next open recovers it."""
         with self._lock:
             if self._closed:
+                return
+            if self._failure is not None:
+                for segment in self._segments:
+                    segment.close(write_indexes=False)
+                self._closed = True
                 return
             self.flush()
             for segment in self._segments:
@@ -209,6 +224,56 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"log {self.directory} is closed")
 
+    @property
+    def failure(self) -> str | None:
+        """Why the log takes no writes (a write failed on disk), or None."""
+        return self._failure
+
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """Around every change of the log's files (the lock held): refuse it while the
+        log is failed; turn an OSError into LogWriteError and mark the log failed (the
+        failed step has already undone its partial writes)."""
+        self._check_open()
+        if self._failure is not None:
+            raise LogWriteError(
+                f"{self.directory.name}: the log takes no writes since {self._failure}; "
+                "its leadership moves to an in-sync replica until the disk recovers")
+        try:
+            yield
+        except OSError as exc:
+            self._failure = f"{what} failed: {exc.strerror or exc}"
+            log.error("log write failed; the log takes no writes until recovered", extra={
+                "directory": str(self.directory), "what": what, "error": str(exc),
+                "log_end_offset": self._next_offset})
+            raise LogWriteError(
+                f"{self.directory.name}: {what} failed ({exc.strerror or exc}); nothing of "
+                "it was kept, and the log takes no writes until its disk recovers") from exc
+
+    def recover_from_failure(self) -> int:
+        """After a failed write: cut what it may have left past the last complete batch,
+        write indexes and checkpoints out again, and take writes again. Returns the bytes
+        cut; raises LogWriteError (still failed) if the disk still refuses."""
+        with self._lock:
+            self._check_open()
+            if self._failure is None:
+                return 0
+            failure, self._failure = self._failure, None
+            try:
+                with self._writing("recovery"):
+                    cut = sum(segment.discard_unacknowledged() for segment in self._segments)
+                    self.leader_epochs.truncate_from_end(self._next_offset)
+                    self._save_checkpoint()
+                    fsync_directory(self.directory)
+                    self._directory_dirty = False
+            except LogWriteError:
+                self._failure = failure
+                raise
+            log.warning("log recovered from a failed write", extra={
+                "directory": str(self.directory), "failure": failure, "cut_bytes": cut,
+                "log_end_offset": self._next_offset})
+            return cut
+
     def _save_checkpoint(self) -> None:
         OffsetCheckpoint(
             log_start_offset=self._log_start_offset,
@@ -219,7 +284,7 @@ class PartitionLog:
 
     def checkpoint(self) -> None:
         """Persist log start offset, high watermark and recovery point."""
-        with self._lock:
+        with self._lock, self._writing("checkpoint"):
             self._save_checkpoint()
 
     # -- appending ----------------------------------------------------------------------------
@@ -249,8 +314,7 @@ class PartitionLog:
                 )
         if config.compact:
             _require_keys(view, batches)
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("append"):
             now = self._clock()
             offset = self._next_offset
             assigned: list[tuple[int, BatchHeader]] = []
@@ -270,9 +334,9 @@ class PartitionLog:
                 offset += header.last_offset_delta + 1
             if mutable is not None:
                 pieces = [mutable]
+            if leader_epoch >= 0:  # before the data, as Kafka does: never data without it
+                self.leader_epochs.assign(leader_epoch, assigned[0][0])
             info = self._append(pieces, assigned, now)
-            if leader_epoch >= 0:
-                self.leader_epochs.assign(leader_epoch, info.first_offset)
             if log_append_time:
                 info = dataclasses.replace(info, log_append_time=now)
             return info
@@ -283,8 +347,7 @@ class PartitionLog:
         batches = split_batches(view)
         if not batches:
             raise InvalidRecordError("the request carries no record batch")
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("append"):
             expected = self._next_offset
             for _, header in batches:
                 if header.base_offset < expected:
@@ -293,12 +356,13 @@ class PartitionLog:
                         f"({expected})"
                     )
                 expected = header.next_offset
-            info = self._append([view], [(h.base_offset, h) for _, h in batches], self._clock())
+            # Epochs first: a failed append leaves at most an epoch starting at the end.
             for _, header in batches:
                 epoch = header.partition_leader_epoch
                 if epoch > self.leader_epochs.latest_epoch:
                     self.leader_epochs.assign(epoch, header.base_offset)
-            return info
+            return self._append([view], [(h.base_offset, h) for _, h in batches],
+                                self._clock())
 
     def _append(
         self, pieces: Sequence[Buffer], batches: list[tuple[int, BatchHeader]], now: int
@@ -339,8 +403,7 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("roll"):
             if self._segments[-1].size == 0:
                 return self._segments[-1]
             return self._roll(self._next_offset)
@@ -354,17 +417,17 @@ class PartitionLog:
 
     def _replace_empty_active(self, base_offset: int) -> LogSegment:
         old = self._segments[-1]
+        # The new one first: if the disk refuses it, the log still has its old segment.
+        segment = LogSegment.create(self.directory, base_offset, self.config, self._clock())
         old.close()
         old.delete_files()
-        segment = LogSegment.create(self.directory, base_offset, self.config, self._clock())
         self._set_segments([*self._segments[:-1], segment])
         self._directory_dirty = True
         return segment
 
     def flush(self) -> None:
         """fsync every segment holding data past the recovery point; advance it."""
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("flush"):
             for segment in self._segments:
                 if segment.next_offset > self._recovery_point or segment is self._segments[-1]:
                     segment.flush()
@@ -437,8 +500,7 @@ class PartitionLog:
     def begin_leader_epoch(self, leader_epoch: int) -> int:
         """This replica leads from ``leader_epoch`` on: the epoch starts at the log end
         offset (records appended later carry it). Returns that offset."""
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("leader epoch"):
             start = self._next_offset
             if leader_epoch > self.leader_epochs.latest_epoch:
                 self.leader_epochs.assign(leader_epoch, start)
@@ -481,8 +543,7 @@ class PartitionLog:
     def advance_log_start_offset(self, offset: int) -> None:
         """Make records before ``offset`` unreadable (DeleteRecords); segments wholly
         below it are removed by the next :meth:`delete_old_segments`."""
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("log start offset"):
             if offset > self._high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot move the log start offset to {offset}, past the high watermark "
@@ -502,8 +563,7 @@ class PartitionLog:
         end offset becomes that batch's base offset. Replication only truncates at
         batch boundaries, where the two coincide.
         """
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("truncation"):
             if offset >= self._next_offset:
                 # No record to remove, but an epoch begun at the end (this replica led
                 # without appending) must go, or a divergence check would loop on it.
@@ -544,8 +604,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start it empty at ``offset``."""
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("truncation"):
             for segment in self._segments:
                 segment.delete_files()
             fresh = LogSegment.create(self.directory, offset, self.config, self._clock())
@@ -570,8 +629,7 @@ class PartitionLog:
     def delete_old_segments(self) -> int:
         """Apply retention.ms, retention.bytes and the log start offset; returns how many
         segments were deleted. Only data below the high watermark is ever deleted."""
-        with self._lock:
-            self._check_open()
+        with self._lock, self._writing("retention"):
             count = deletable_prefix(
                 self._segments, self.config, now_ms=self._clock(),
                 high_watermark=self._high_watermark, log_end_offset=self._next_offset,

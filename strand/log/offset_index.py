@@ -20,6 +20,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from strand.errors import CorruptRecordError
+from strand.log.files import write_at
 
 ENTRY = struct.Struct(">ii")
 ENTRY_SIZE = ENTRY.size
@@ -119,11 +120,8 @@ class OffsetIndex:
         interleaved[1::2] = self._positions[self._flushed_entries :]
         if sys.byteorder == "little":
             interleaved.byteswap()
-        with open(self.path, "ab") as f:
-            f.write(interleaved.tobytes())
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
+        write_at(self.path, self._flushed_entries * ENTRY_SIZE, interleaved.tobytes(),
+                 fsync=fsync)
         self._flushed_entries = len(self._relative_offsets)
 
     def reset(self) -> None:

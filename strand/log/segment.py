@@ -8,6 +8,7 @@ by ``size``, which grows only after the bytes are in the file).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from collections.abc import Iterator, Sequence
@@ -15,7 +16,14 @@ from pathlib import Path
 
 from strand.errors import CorruptRecordError
 from strand.log.config import INT_MAX, LogConfig
-from strand.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from strand.log.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Buffer,
+    segment_path,
+    write_all,
+)
 from strand.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from strand.log.offset_index import CorruptIndexError, OffsetIndex
 from strand.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
@@ -33,24 +41,8 @@ from strand.records.batch import (
 )
 from strand.records.reader import RecordBatch
 
-Buffer = bytes | bytearray | memoryview
 SCAN_CHUNK = 1 << 20
-IOV_MAX = 1024
-
-
-def _write_all(fd: int, pieces: Sequence[Buffer]) -> None:
-    """writev every piece, coping with short writes and IOV_MAX."""
-    pending = [memoryview(p) for p in pieces if len(p)]
-    while pending:
-        written = os.writev(fd, pending[:IOV_MAX])
-        while written:
-            head = pending[0]
-            if written >= len(head):
-                written -= len(head)
-                pending.pop(0)
-            else:
-                pending[0] = head[written:]
-                written = 0
+_write_all = write_all  # how appends reach the file (the crash and disk-full tests wrap it)
 
 
 class LogSegment:
@@ -105,8 +97,13 @@ class LogSegment:
             TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset,
                       time_capacity),
         )
-        segment.time_index.reset()
-        segment.offset_index.reset()
+        try:
+            segment.time_index.reset()
+            segment.offset_index.reset()
+        except OSError:  # no half-made segment stays behind (a full disk)
+            file.close()
+            segment.delete_files()
+            raise
         segment.opened_ms = now_ms
         return segment
 
@@ -289,7 +286,15 @@ class LogSegment:
         ``batches`` holds (assigned base offset, header) per batch, in order.
         """
         position = self.size
-        _write_all(self._fd, pieces)
+        try:
+            _write_all(self._fd, pieces)
+        except OSError:
+            # A full or failing disk: no partial batch may stay, or later appends would
+            # land after it. Should this cut fail too, the torn bytes lie past ``size``,
+            # where :meth:`discard_unacknowledged` cuts them.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, position)
+            raise
         for base_offset, header in batches:
             size = header.size_in_bytes
             self._index_batch(base_offset, base_offset + header.last_offset_delta,
@@ -319,6 +324,16 @@ class LogSegment:
         self._load_max_timestamp()
         self._bytes_since_last_index_entry = 0
         return removed
+
+    def discard_unacknowledged(self) -> int:
+        """Cut whatever a failed write left past ``size`` (every byte below it was
+        written in full) and write the indexes out again, overwriting torn entries.
+        Returns the bytes cut from the ``.log`` file."""
+        extra = os.fstat(self._fd).st_size - self.size
+        if extra > 0:
+            os.ftruncate(self._fd, self.size)
+        self._write_indexes()
+        return max(extra, 0)
 
     def _write_indexes(self, fsync: bool = False) -> None:
         # Time index first: on disk, the offset index must never cover more batches
@@ -429,9 +444,12 @@ class LogSegment:
     def paths(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
 
-    def close(self) -> None:
+    def close(self, *, write_indexes: bool = True) -> None:
+        """Close the file; ``write_indexes=False`` for a log whose disk failed (the next
+        open rebuilds what is missing)."""
         if not self._file.closed:
-            self._write_indexes()
+            if write_indexes:
+                self._write_indexes()
             self._file.close()
 
     def delete_files(self) -> None:

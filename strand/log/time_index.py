@@ -13,6 +13,7 @@ from array import array
 from bisect import bisect_left
 from pathlib import Path
 
+from strand.log.files import write_at
 from strand.log.offset_index import CorruptIndexError, strictly_increasing
 
 ENTRY = struct.Struct(">qi")
@@ -96,11 +97,7 @@ class TimeIndex:
         data = b"".join(
             ENTRY.pack(self._timestamps[i], self._relative_offsets[i]) for i in pending
         )
-        with open(self.path, "ab") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
+        write_at(self.path, self._flushed_entries * ENTRY_SIZE, data, fsync=fsync)
         self._flushed_entries = len(self._timestamps)
 
     def reset(self) -> None:
