@@ -8,7 +8,7 @@ it clean."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from click.testing import CliRunner
@@ -43,11 +43,11 @@ def group_consumer(cluster: SdkCluster) -> Consumer:
     return consumer
 
 
-def describe(cluster: SdkCluster) -> dict[str, object]:
+def describe(cluster: SdkCluster) -> dict[str, Any]:
     result = CliRunner().invoke(cli, ["--bootstrap", cluster.bootstrap, "group", "describe",
                                       GROUP, "--json"])
     assert result.exit_code == 0, result.output
-    described: dict[str, object] = json.loads(result.stdout)
+    described: dict[str, Any] = json.loads(result.stdout)
     return described
 
 
@@ -119,5 +119,4 @@ def test_a_deleted_topic_takes_its_offsets_and_a_recreated_one_starts_clean(
         wait_until(lambda: admin.list_group_offsets(GROUP) == expected, 60,
                    "the restarted coordinator to serve the group's offsets")
     rows = describe(cluster)["partitions"]
-    assert [(r["partition"], r["committed"], r["lag"]) for r in rows] == [  # type: ignore[index,union-attr]
-        (0, 5, 0), (1, 5, 0)]
+    assert [(r["partition"], r["committed"], r["lag"]) for r in rows] == [(0, 5, 0), (1, 5, 0)]
