@@ -131,6 +131,7 @@ class GroupMemberDescription:
     group_instance_id: str | None
     client_id: str
     partitions: tuple[TopicPartition, ...]
+    client_host: str = ""  # the member's address as the gateway saw its join
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,7 +427,7 @@ class Admin:
             except ProtocolError:
                 partitions = ()
             members.append(GroupMemberDescription(m.member_id, m.group_instance_id or None,
-                                                  m.client_id, partitions))
+                                                  m.client_id, partitions, m.client_host))
         return GroupDescription(group_id, response.state, response.protocol,
                                 response.generation_id, response.leader_id, tuple(members))
 
@@ -439,7 +440,8 @@ class Admin:
 
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Set committed offsets of a group that has no members (Kafka's
-        ``--reset-offsets``); a group with members answers UNKNOWN_MEMBER_ID."""
+        ``--reset-offsets``): GroupNotEmptyError while it has members,
+        UnknownTopicOrPartitionError for a topic or partition that does not exist."""
         self._group_call(self._stub.OffsetCommit, pb_groups.OffsetCommitRequest(
             group_id=group_id, member_id="", generation_id=-1, partitions=[
                 pb_groups.OffsetCommitPartition(topic=tp[0], partition=tp[1], offset=o)

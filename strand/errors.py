@@ -41,6 +41,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
     STALE_BROKER_EPOCH = 77
+    UNKNOWN_TOPIC_ID = 100
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
@@ -239,6 +240,14 @@ class IneligibleReplicaError(StrandError):
     code = ErrorCode.INELIGIBLE_REPLICA
 
 
+class UnknownTopicIdError(StrandError):
+    """The topic id is not the topic's current one: it was deleted (and maybe
+    re-created); refresh the metadata."""
+
+    code = ErrorCode.UNKNOWN_TOPIC_ID
+    retriable = True
+
+
 class OffsetMetadataTooLargeError(StrandError):
     """The metadata string of a committed offset is over offset.metadata.max.bytes."""
 
@@ -351,6 +360,7 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
     ErrorCode.INVALID_UPDATE_VERSION: InvalidUpdateVersionError,
     ErrorCode.INELIGIBLE_REPLICA: IneligibleReplicaError,
+    ErrorCode.UNKNOWN_TOPIC_ID: UnknownTopicIdError,
     ErrorCode.OFFSET_METADATA_TOO_LARGE: OffsetMetadataTooLargeError,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: CoordinatorLoadInProgressError,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: CoordinatorNotAvailableError,

@@ -25,7 +25,7 @@ from strand.errors import ErrorCode
 from strand.v1 import common_pb2, groups_pb2_grpc
 from strand.v1 import groups_pb2 as pb
 
-__all__ = ["GroupRouter"]
+__all__ = ["GroupRouter", "peer_host"]
 
 ROUTE_WAIT_S = 15.0
 LIST_RETRY_S = 0.25
@@ -34,6 +34,16 @@ CALL_TIMEOUT_S = 30.0
 _MOVING = frozenset(common_pb2.ErrorCode.Value(c.name) for c in (
     ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE))
+
+
+def peer_host(peer: str) -> str:
+    """The host of a gRPC peer (``ipv4:10.0.0.7:5123``, ``ipv6:[::1]:5123``,
+    ``unix:/path``), as ``group describe`` shows a member's host."""
+    kind, _, address = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        host = address.rpartition(":")[0]
+        return host.strip("[]") or address
+    return address or peer
 
 
 class ChannelSource(Protocol):

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from services.gateway.groups import GroupRouter
+from services.gateway.groups import GroupRouter, peer_host
 from services.gateway.scatter import NodeUnavailable, ScatterGather
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -210,6 +210,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def JoinGroup(self, request: pb_groups.JoinGroupRequest,
                         context: grpc.aio.ServicerContext) -> pb_groups.JoinGroupResponse:
+        # The coordinator sees only the gateway: tell it where the member is.
+        request.client_host = peer_host(context.peer())
         # A join waits for the rebalance: up to the member's rebalance timeout.
         response: pb_groups.JoinGroupResponse = await self.groups.forward(
             "JoinGroup", request, pb_groups.JoinGroupResponse,

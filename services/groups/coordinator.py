@@ -15,6 +15,10 @@ module adds time and durability:
   shard over: offsets, and groups with their members and assignments, so that
   members heartbeating to the new coordinator carry on without a rebalance
   (those that do not come back expire after their session timeout).
+* Offsets belong to the topic id they were committed for (:mod:`services.groups.topics`):
+  a commit naming a deleted topic's id is refused, fetches skip offsets of deleted
+  topics, and every time the topics change (and after a load) those offsets are
+  removed with tombstones, so a topic re-created under the same name starts clean.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Protocol as TypingProtocol
 
 from services.groups.membership import Group, GroupState, JoinOutcome, Member, Protocol
@@ -32,13 +36,20 @@ from services.groups.records import (
     GroupKey,
     GroupValue,
     MemberValue,
+    OffsetKey,
     OffsetValue,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from strand.errors import ErrorCode, StrandError
+from services.groups.topics import TopicDirectory, TopicIdentity, belongs
+from strand.errors import (
+    ErrorCode,
+    StrandError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
 from strand.service.aio import wait_event
 
 log = logging.getLogger(__name__)
@@ -46,6 +57,7 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
 JOIN_ANSWER_MARGIN_MS = 5000
+ORPHAN_RETRY_MS = 1000  # removing a deleted topic's offsets failed: try again after
 
 
 class ShardLog(TypingProtocol):
@@ -67,13 +79,15 @@ def wall_ms() -> int:
 
 
 class ShardCoordinator:
-    def __init__(self, shard: int, log_: ShardLog, *, initial_rebalance_delay_ms: int = 3000,
+    def __init__(self, shard: int, log_: ShardLog, topics: TopicDirectory, *,
+                 initial_rebalance_delay_ms: int = 3000,
                  retention_ms: int = DEFAULT_RETENTION_MS,
                  retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
                  clock: Callable[[], float] = monotonic_ms,
                  wall_clock: Callable[[], int] = wall_ms) -> None:
         self.shard = shard
         self.log = log_
+        self.topics = topics
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.retention_ms = retention_ms
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -85,6 +99,9 @@ class ShardCoordinator:
         self._syncs: dict[str, dict[str, asyncio.Future[tuple[ErrorCode, bytes]]]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # When to look for offsets of deleted topics next (None: when topics change).
+        self._orphans_due: float | None = 0.0
+        self._busy: dict[bytes, asyncio.Future[None]] = {}  # record keys being written
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -128,6 +145,14 @@ class ShardCoordinator:
         for group in self.groups.values():
             group.state = GroupState.DEAD
 
+    def topics_changed(self) -> None:
+        """The cluster's topics changed: remove the offsets of deleted ones."""
+        self._orphans_due = self.clock()
+        self._wake.set()
+
+    def _live(self, tp: TopicPartition, value: OffsetValue) -> bool:
+        return belongs(tp[1], value, self.topics.current(tp[0]))
+
     def _group(self, group_id: str) -> Group:
         group = self.groups.get(group_id)
         if group is None:
@@ -139,10 +164,12 @@ class ShardCoordinator:
 
     async def join(self, group_id: str, member_id: str, group_instance_id: str | None,
                    client_id: str, protocol_type: str, protocols: Sequence[Protocol],
-                   session_timeout_ms: int, rebalance_timeout_ms: int) -> JoinOutcome:
+                   session_timeout_ms: int, rebalance_timeout_ms: int,
+                   client_host: str = "") -> JoinOutcome:
         group = self._group(group_id)
         outcome = group.join(member_id, group_instance_id, client_id, protocol_type, protocols,
-                             session_timeout_ms, rebalance_timeout_ms, self.clock())
+                             session_timeout_ms, rebalance_timeout_ms, self.clock(),
+                             client_host)
         if outcome is not None:
             return outcome
         self.store.mark_active(group_id)
@@ -218,25 +245,74 @@ class ShardCoordinator:
     async def commit(self, group_id: str, member_id: str, generation: int,
                      group_instance_id: str | None,
                      offsets: dict[TopicPartition, OffsetValue]) -> ErrorCode:
-        group = self._group(group_id)
-        error = group.check_commit(member_id, generation, group_instance_id)
-        if error != ErrorCode.NONE:
-            return error
-        if member_id in group.members:
-            group.members[member_id].last_heard_ms = self.clock()
-        now = self.wall_clock()
-        stamped = {tp: OffsetValue(v.offset, v.metadata, v.leader_epoch, now, v.expire_ms)
-                   for tp, v in offsets.items()}
-        records = self.store.commit(group_id, stamped)  # raises typed errors, writes nothing
-        await self.log.append(records)
-        self.store.apply_written(records)
+        """Commit ``offsets`` (a value's ``topic_id``: the topic the client consumed,
+        "" for the current one); typed errors for a request that is invalid."""
+        topics = await self._resolve(group_id, offsets)
+        keys = [encode_key(OffsetKey(group_id, t, p)) for t, p in offsets]
+        async with self._writing(keys):
+            group = self._group(group_id)
+            error = group.check_commit(member_id, generation, group_instance_id)
+            if error != ErrorCode.NONE:
+                return error
+            if member_id in group.members:
+                group.members[member_id].last_heard_ms = self.clock()
+            now = self.wall_clock()
+            stamped = {tp: OffsetValue(v.offset, v.metadata, v.leader_epoch, now, v.expire_ms,
+                                       topics[tp[0]].topic_id)
+                       for tp, v in offsets.items()}
+            records = self.store.commit(group_id, stamped)  # raises typed errors
+            await self.log.append(records)
+            self.store.apply_written(records)
+        if not all(self._live(tp, v) for tp, v in stamped.items()):
+            self.topics_changed()  # deleted while the commit was written: remove it again
         if not group.members:
             self.store.mark_empty(group_id, now)
         return ErrorCode.NONE
 
+    @contextlib.asynccontextmanager
+    async def _writing(self, keys: Iterable[bytes]) -> AsyncIterator[None]:
+        """One write at a time per record key, so that a commit and the removal of a
+        deleted topic's offset land in the log in the order they change the memory."""
+        wanted = set(keys)
+        while busy := {self._busy[k] for k in wanted if k in self._busy}:
+            await asyncio.wait(busy)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._busy.update(dict.fromkeys(wanted, done))
+        try:
+            yield
+        finally:
+            for key in wanted:
+                del self._busy[key]
+            done.set_result(None)
+
+    async def _resolve(self, group_id: str, offsets: dict[TopicPartition, OffsetValue]
+                       ) -> dict[str, TopicIdentity]:
+        """The current identity of each topic committed to; raises if a topic does not
+        exist, is not the one the client consumed (an older id), or lacks a partition."""
+        wanted = {topic: value.topic_id for (topic, _), value in sorted(offsets.items())}
+        found: dict[str, TopicIdentity] = {}
+        for topic, topic_id in wanted.items():
+            identity = await self.topics.resolve(topic, topic_id)
+            if identity is not None and topic_id not in ("", identity.topic_id):
+                raise UnknownTopicIdError(
+                    f"group {group_id!r} cannot commit offsets of topic {topic!r} id "
+                    f"{topic_id}: the topic was deleted and re-created (its id is now "
+                    f"{identity.topic_id}); refresh the metadata and consume it anew")
+            if identity is None:
+                error = UnknownTopicIdError if topic_id else UnknownTopicOrPartitionError
+                raise error(f"group {group_id!r} cannot commit offsets of topic {topic!r}: "
+                            "it does not exist (deleted?)")
+            found[topic] = identity
+        for topic, partition in sorted(offsets):
+            if partition >= found[topic].partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"group {group_id!r} cannot commit an offset of {topic}-{partition}: "
+                    f"{topic!r} has {found[topic].partitions} partition(s)")
+        return found
+
     def fetch(self, group_id: str, partitions: list[TopicPartition] | None
               ) -> dict[TopicPartition, OffsetValue]:
-        return self.store.fetch(group_id, partitions)
+        return self.store.fetch(group_id, partitions, self._live)
 
     async def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)
@@ -274,7 +350,12 @@ class ShardCoordinator:
             if now >= next_expiry_check:
                 next_expiry_check = now + self.retention_check_interval_ms
                 await self._expire_offsets()
+            if self._orphans_due is not None and now >= self._orphans_due:
+                self._orphans_due = None
+                await self._remove_orphans()
             deadlines.append(next_expiry_check)
+            if self._orphans_due is not None:
+                deadlines.append(self._orphans_due)
             timeout = max(0.0, (min(deadlines) - self.clock()) / 1000)
             await wait_event(self._wake, timeout + 0.001)
 
@@ -320,12 +401,37 @@ class ShardCoordinator:
                                                      "records": len(records),
                                                      "groups_removed": len(dead)})
 
+    async def _remove_orphans(self) -> None:
+        """Tombstone the offsets of deleted topics (a failed write is tried again)."""
+        candidates = self.store.orphaned(self._live)
+        if not candidates:
+            return
+        keys = {r.key for r in candidates}
+        async with self._writing(keys):
+            # Still dead? A commit may have landed while the keys were busy.
+            records = [r for r in self.store.orphaned(self._live) if r.key in keys]
+            if not records:
+                return
+            try:
+                await self.log.append(records)
+            except Exception as exc:
+                log.warning("could not remove the offsets of deleted topics; retrying",
+                            extra={"shard": self.shard, "error": str(exc)})
+                self._orphans_due = self.clock() + ORPHAN_RETRY_MS
+                return
+            self.store.apply_written(records)
+        topics = sorted({key.topic for key in map(decode_key, (r.key for r in records))
+                         if isinstance(key, OffsetKey)})
+        log.info("removed the offsets of deleted topics", extra={
+            "shard": self.shard, "records": len(records), "topics": topics})
+
     async def _persist(self, group: Group) -> None:
         value = GroupValue(
             group.protocol_type, group.generation, group.protocol, group.leader_id,
             self.wall_clock(), tuple(MemberValue(
                 m.member_id, m.group_instance_id, m.client_id, m.session_timeout_ms,
-                m.rebalance_timeout_ms, m.metadata(group.protocol), m.assignment)
+                m.rebalance_timeout_ms, m.metadata(group.protocol), m.assignment,
+                m.client_host)
                 for m in group.members.values()))
         record = Record(encode_key(GroupKey(group.group_id)), encode_value(value))
         await self.log.append([record])
@@ -342,7 +448,7 @@ def _restore(group: Group, value: GroupValue, now_ms: float) -> None:
         member = Member(m.member_id, m.group_instance_id, m.client_id,
                         (Protocol(value.protocol, m.subscription),), m.session_timeout_ms,
                         m.rebalance_timeout_ms, now_ms, joined_generation=value.generation,
-                        assignment=m.assignment)
+                        assignment=m.assignment, client_host=m.client_host)
         group.members[m.member_id] = member
         if m.group_instance_id is not None:
             group.static_members[m.group_instance_id] = m.member_id

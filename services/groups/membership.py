@@ -73,6 +73,7 @@ class Member:
     # Waiting for its assignment (the leader's sync, then its write): alive, as a
     # member waiting in its join is (Kafka's hasSatisfiedHeartbeat).
     awaiting_sync: bool = False
+    client_host: str = ""  # where its join came from, as the gateway saw it
 
     @property
     def waiting(self) -> bool:
@@ -121,7 +122,8 @@ class Group:
 
     def join(self, member_id: str, group_instance_id: str | None, client_id: str,
              protocol_type: str, protocols: Sequence[Protocol], session_timeout_ms: int,
-             rebalance_timeout_ms: int, now_ms: float) -> JoinOutcome | None:
+             rebalance_timeout_ms: int, now_ms: float, client_host: str = ""
+             ) -> JoinOutcome | None:
         """Handle a JoinGroup. Returns an immediate answer (an error, MEMBER_ID_REQUIRED,
         or the current generation for an unchanged stable member), or None: the member
         waits for the rebalance to complete (:meth:`complete_rebalance`)."""
@@ -140,7 +142,8 @@ class Group:
                 return JoinOutcome(ErrorCode.FENCED_INSTANCE_ID, member_id)
             if known is not None and not member_id:
                 return self._replace_static(known, group_instance_id, client_id, protocols,
-                                            session_timeout_ms, rebalance_timeout_ms, now_ms)
+                                            session_timeout_ms, rebalance_timeout_ms, now_ms,
+                                            client_host)
             if known is None and not member_id:
                 member_id = new_member_id(client_id)
                 self.pending_member_ids.add(member_id)
@@ -154,7 +157,8 @@ class Group:
                 return JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             self.pending_member_ids.discard(member_id)
             member = Member(member_id, group_instance_id, client_id, protocols,
-                            session_timeout_ms, rebalance_timeout_ms, now_ms)
+                            session_timeout_ms, rebalance_timeout_ms, now_ms,
+                            client_host=client_host)
             self.members[member_id] = member
             if group_instance_id is not None:
                 self.static_members[group_instance_id] = member_id
@@ -163,6 +167,7 @@ class Group:
             self.prepare_rebalance(now_ms, new_member=True)
             return None
         member.last_heard_ms = now_ms
+        member.client_host = client_host or member.client_host
         unchanged = (member.protocols == protocols
                      and member.joined_generation == self.generation)
         member.protocols = protocols
@@ -177,13 +182,15 @@ class Group:
 
     def _replace_static(self, old_id: str, instance_id: str, client_id: str,
                         protocols: tuple[Protocol, ...], session_timeout_ms: int,
-                        rebalance_timeout_ms: int, now_ms: float) -> JoinOutcome | None:
+                        rebalance_timeout_ms: int, now_ms: float, client_host: str
+                        ) -> JoinOutcome | None:
         """A static member restarted: a new member id fences the old one; with the group
         stable and the same protocols it keeps its assignment without a rebalance."""
         old = self.members.pop(old_id)
         member = Member(new_member_id(client_id), instance_id, client_id, protocols,
                         session_timeout_ms, rebalance_timeout_ms, now_ms,
-                        joined_generation=old.joined_generation, assignment=old.assignment)
+                        joined_generation=old.joined_generation, assignment=old.assignment,
+                        client_host=client_host)
         self.members[member.member_id] = member
         self.static_members[instance_id] = member.member_id
         if self.leader_id == old_id:
@@ -389,11 +396,13 @@ class Group:
     def check_commit(self, member_id: str, generation: int,
                      group_instance_id: str | None = None) -> ErrorCode:
         """May this member commit offsets now? A standalone commit (no member id,
-        generation -1) is allowed only while the group has no members."""
+        generation -1, as an admin's reset makes) is allowed only while the group has no
+        members: GROUP_NOT_EMPTY otherwise (Kafka answers UNKNOWN_MEMBER_ID, which
+        misleads: no member is named, the group is busy)."""
         if self.state == GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not member_id and generation < 0:
-            return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.NONE if not self.members else ErrorCode.GROUP_NOT_EMPTY
         error = self.check_member(member_id, generation, group_instance_id)
         if error != ErrorCode.NONE:
             return error

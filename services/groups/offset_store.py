@@ -6,6 +6,9 @@ written (or read back while loading a shard), answers fetches, and says which
 offsets have expired. Retention (``offsets.retention.minutes``, KIP-211): offsets of
 a group with members never expire; once the group is empty they expire
 ``retention_ms`` after the later of their commit and the moment it became empty.
+Offsets of a topic that no longer exists under the id they were committed for are
+dead (:mod:`services.groups.topics`): fetches skip them, :meth:`OffsetStore.orphaned`
+names them for removal.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # Kafka's offsets.retention.minu
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 TopicPartition = tuple[str, int]
+# Is the offset committed for this partition still the live topic's? (see topics.py)
+Live = Callable[[TopicPartition, OffsetValue], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +96,13 @@ class OffsetStore:
             records.append(Record(encode_key(key), encode_value(value)))
         return records
 
-    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
-              ) -> dict[TopicPartition, OffsetValue]:
-        """Committed offsets of ``group`` (all of them when ``partitions`` is None)."""
+    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None,
+              live: Live | None = None) -> dict[TopicPartition, OffsetValue]:
+        """Committed offsets of ``group`` (all of them when ``partitions`` is None),
+        only the ``live`` ones when that is given."""
         offsets = self._offsets.get(group, {})
-        if partitions is None:
-            return dict(offsets)
-        return {tp: offsets[tp] for tp in partitions if tp in offsets}
+        wanted = offsets if partitions is None else [tp for tp in partitions if tp in offsets]
+        return {tp: offsets[tp] for tp in wanted if live is None or live(tp, offsets[tp])}
 
     def group_metadata(self, group: str) -> GroupValue | None:
         return self._groups.get(group)
@@ -114,6 +119,14 @@ class OffsetStore:
         if group in self._groups:
             records.append(Record(encode_key(GroupKey(group)), None))
         return records
+
+    def orphaned(self, live: Live) -> list[Record]:
+        """Tombstones for every offset, of any group, that is not ``live`` (its topic
+        was deleted, perhaps re-created under a new id)."""
+        return [Record(encode_key(OffsetKey(group, topic, partition)), None)
+                for group, offsets in sorted(self._offsets.items())
+                for (topic, partition), value in sorted(offsets.items())
+                if not live((topic, partition), value)]
 
     def mark_empty(self, group: str, now_ms: int) -> None:
         self._empty_since.setdefault(group, now_ms)

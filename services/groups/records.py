@@ -6,10 +6,13 @@ the same bytes and compaction keeps only its latest value; a null value (tombsto
 deletes it. JSON keeps the topic readable with ``strand consume __consumer_offsets
 --print-key`` while debugging; records are small and the rate is the commit rate.
 Every value carries a format version ``v``; a reader refuses versions it does not
-know rather than misread them.
+know rather than misread them. An offset's value names the id of the topic it was
+committed for (absent in records written before ids were kept: ``""``), so an offset
+of a deleted topic never applies to a new topic of the same name.
 
     key   {"g":"orders-app","k":"offset","p":3,"t":"orders"}
-    value {"commit_ms":...,"expire_ms":-1,"leader_epoch":5,"metadata":"","offset":1200,"v":1}
+    value {"commit_ms":...,"expire_ms":-1,"leader_epoch":5,"metadata":"","offset":1200,
+           "topic_id":"6c1f…","v":1}
 
     key   {"g":"orders-app","k":"group"}
     value {"generation":7,"leader":"...","members":[...],"protocol":"range",
@@ -50,6 +53,7 @@ class OffsetValue:
     leader_epoch: int = -1
     commit_ms: int = 0
     expire_ms: int = -1  # -1: the group's retention applies
+    topic_id: str = ""  # "": committed before topic ids were kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,7 @@ class MemberValue:
     rebalance_timeout_ms: int
     subscription: bytes
     assignment: bytes
+    client_host: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +113,13 @@ def encode_value(value: Value) -> bytes:
     if isinstance(value, OffsetValue):
         return _dump({"v": VERSION, "offset": value.offset, "metadata": value.metadata,
                       "leader_epoch": value.leader_epoch, "commit_ms": value.commit_ms,
-                      "expire_ms": value.expire_ms})
+                      "expire_ms": value.expire_ms, "topic_id": value.topic_id})
     return _dump({
         "v": VERSION, "protocol_type": value.protocol_type, "generation": value.generation,
         "protocol": value.protocol, "leader": value.leader, "state_ms": value.state_ms,
         "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                     "client_id": m.client_id, "session_timeout_ms": m.session_timeout_ms,
+                     "client_id": m.client_id, "client_host": m.client_host,
+                     "session_timeout_ms": m.session_timeout_ms,
                      "rebalance_timeout_ms": m.rebalance_timeout_ms,
                      "subscription": _b64(m.subscription), "assignment": _b64(m.assignment)}
                     for m in value.members]})
@@ -130,7 +136,7 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         if isinstance(key, OffsetKey):
             return OffsetValue(int(raw["offset"]), str(raw.get("metadata", "")),
                                int(raw.get("leader_epoch", -1)), int(raw.get("commit_ms", 0)),
-                               int(raw.get("expire_ms", -1)))
+                               int(raw.get("expire_ms", -1)), str(raw.get("topic_id", "")))
         return GroupValue(
             str(raw["protocol_type"]), int(raw["generation"]), str(raw["protocol"]),
             str(raw["leader"]), int(raw.get("state_ms", 0)),
@@ -138,7 +144,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
                               str(m.get("client_id", "")), int(m["session_timeout_ms"]),
                               int(m["rebalance_timeout_ms"]),
                               base64.b64decode(m.get("subscription", "")),
-                              base64.b64decode(m.get("assignment", "")))
+                              base64.b64decode(m.get("assignment", "")),
+                              str(m.get("client_host", "")))
                   for m in raw.get("members", ())))
     except CorruptRecordError:
         raise

@@ -5,12 +5,14 @@ active controller creates it), serve gRPC, then take the shards that rendezvous
 hashing gives this instance (:mod:`strand.coordination.ownership`). Each call is routed
 by the group's shard; a group whose shard this instance does not serve is answered
 NOT_COORDINATOR (the gateway then looks the owner up again), one still loading
-COORDINATOR_LOAD_IN_PROGRESS.
+COORDINATOR_LOAD_IN_PROGRESS. When the cluster's topics change (a topic deleted or
+re-created), every shard is told, to drop the offsets of the deleted ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from services.groups.membership import Protocol
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.records import OffsetValue
 from services.groups.shard_log import GatewayShardLog
+from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -69,6 +72,9 @@ _EXPLANATIONS = {
     ErrorCode.REBALANCE_IN_PROGRESS: "group {group!r} is rebalancing: rejoin",
     ErrorCode.FENCED_INSTANCE_ID: "instance {instance!r} of group {group!r} has been taken "
                                   "over by a newer member with the same group_instance_id",
+    ErrorCode.GROUP_NOT_EMPTY: "group {group!r} has active members: its offsets can be set "
+                               "from outside only while it is empty; stop its consumers "
+                               "(or wait for their sessions to expire) and retry",
 }
 
 
@@ -127,7 +133,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                 request.group_id, request.member_id, request.group_instance_id or None,
                 request.client_id, request.protocol_type,
                 [Protocol(p.name, p.metadata) for p in request.protocols],
-                request.session_timeout_ms, request.rebalance_timeout_ms)
+                request.session_timeout_ms, request.rebalance_timeout_ms, request.client_host)
             response.error_code = _code(outcome.error)
             response.member_id = outcome.member_id
             response.generation_id = outcome.generation
@@ -188,9 +194,9 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
 
         async def work() -> None:
             coordinator = self._coordinator(request.group_id)
-            offsets = {(p.topic, p.partition): OffsetValue(p.offset, p.metadata,
-                                                           p.leader_epoch or -1)
-                       for p in request.partitions}
+            offsets = {(p.topic, p.partition): OffsetValue(
+                p.offset, p.metadata, p.leader_epoch or -1, topic_id=p.topic_id)
+                for p in request.partitions}
             error = await coordinator.commit(
                 request.group_id, request.member_id, request.generation_id,
                 request.group_instance_id or None, offsets)
@@ -238,7 +244,7 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             for m in group.members.values():
                 response.members.add(
                     member_id=m.member_id, group_instance_id=m.group_instance_id or "",
-                    client_id=m.client_id, assignment=m.assignment,
+                    client_id=m.client_id, client_host=m.client_host, assignment=m.assignment,
                     metadata=m.metadata(group.protocol) if group.protocol and
                     m.supports(group.protocol) else b"")
 
@@ -300,6 +306,7 @@ class GroupsProcess:
         self.keys = KeySpace(settings.cluster)
         self.cache = MetadataCache(self.keys)
         self.servicer = GroupsServicer(self.cache)
+        self.topics = CacheTopics(self.cache)
         self._stopping = asyncio.Event()
         self._producer: Producer | None = None
 
@@ -323,6 +330,7 @@ class GroupsProcess:
             ShardSpace(self.keys.group_shard, lambda: self.cache.group_shard_owners),
             self._shard_count, settings.lease_ttl, self._acquire, self._release)
         owning = asyncio.create_task(self._own(ownership), name="shard-ownership")
+        watching = asyncio.create_task(self._watch_topics(), name="topic-changes")
         await set_serving(health_servicer)
         log.info("group coordinator serving", extra={"listen": settings.listen,
                                                      "instance": settings.instance_id})
@@ -331,6 +339,9 @@ class GroupsProcess:
         finally:
             ownership.stop()
             await owning
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
             await server.stop(grace=2)
             self._producer.close(timeout=5)
             await watcher.stop()
@@ -340,6 +351,17 @@ class GroupsProcess:
         await self._ensure_offsets_topic()
         if not self._stopping.is_set():
             await ownership.run()
+
+    async def _watch_topics(self) -> None:
+        """Tell every shard when a topic is deleted or re-created (a new id)."""
+        known = self.topics.snapshot()
+        while True:
+            await self.cache.wait_changed()
+            now = self.topics.snapshot()
+            if any(now.get(name) != identity for name, identity in known.items()):
+                for coordinator in list(self.servicer.shards.values()):
+                    coordinator.topics_changed()
+            known = now
 
     def _shard_count(self) -> int | None:
         topic = self.cache.topics.get(GROUP_TOPIC)
@@ -366,7 +388,7 @@ class GroupsProcess:
         assert self._producer is not None
         self.servicer.loading.add(shard)
         coordinator = ShardCoordinator(
-            shard, GatewayShardLog(self._producer, self.settings.bootstrap, shard),
+            shard, GatewayShardLog(self._producer, self.settings.bootstrap, shard), self.topics,
             initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms,
             retention_ms=self.settings.offsets_retention_ms,
             retention_check_interval_ms=self.settings.offsets_retention_check_interval_ms)

@@ -11,8 +11,17 @@ from rich.table import Table
 
 from strand.admin import Admin
 from strand.cli.common import bootstrap, err, friendly_errors
+from strand.cli.offset_reset import (
+    PartitionReset,
+    ResetError,
+    ResetSpec,
+    parse_datetime,
+    parse_topic_scope,
+    plan,
+)
 from strand.client.structs import TopicPartition
 from strand.consumer import Consumer
+from strand.errors import UnknownTopicOrPartitionError
 
 
 @click.group()
@@ -57,8 +66,20 @@ def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
                      "high_watermark": end,
                      "lag": (end - offset) if end is not None and offset is not None else None,
                      "member": member.member_id if member else None,
+                     "host": member.client_host or None if member else None,
                      "client": member.client_id if member else None})
     return rows, description
+
+
+def _print_table(table: Table) -> None:
+    """Print ``table`` whole: never cut a column (a member id) to fit a width. Piped
+    output is as wide as the table needs; on a terminal long cells wrap."""
+    console = Console()
+    if not console.is_terminal:
+        unbounded = console.options.update_width(1 << 20)
+        needed = console.measure(table, options=unbounded).maximum
+        console = Console(width=max(console.width, needed))
+    console.print(table)
 
 
 @group.command()
@@ -67,53 +88,165 @@ def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
 @click.pass_context
 @friendly_errors
 def describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
-    """GROUP_ID's state, members and, per partition, committed offset, HW and lag."""
+    """GROUP_ID's state, members and, per partition, committed offset, HW, lag and the
+    member that owns it (its id, host and client id)."""
     with Admin(bootstrap(ctx)) as admin:
         rows, description = _lag_rows(admin, bootstrap(ctx), group_id)
     if as_json:
-        click.echo(json.dumps({"group": group_id, "state": description.state,
-                               "protocol": description.protocol,
-                               "generation": description.generation,
-                               "members": len(description.members), "partitions": rows}))
+        click.echo(json.dumps({
+            "group": group_id, "state": description.state,
+            "protocol": description.protocol, "generation": description.generation,
+            "members": len(description.members),
+            "consumers": [{"member": m.member_id, "instance": m.group_instance_id,
+                           "host": m.client_host or None, "client": m.client_id,
+                           "partitions": [[tp.topic, tp.partition] for tp in m.partitions]}
+                          for m in description.members],
+            "partitions": rows}))
         return
     table = Table(title=f"group {group_id}: {description.state}, generation "
                         f"{description.generation}, {len(description.members)} member(s), "
                         f"assignor {description.protocol or '-'}")
-    for column in ("topic", "partition", "committed", "high watermark", "lag", "member"):
-        table.add_column(column)
+    for column in ("topic", "partition", "committed", "high watermark", "lag", "member",
+                   "host", "client"):
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row["topic"], str(row["partition"]),
                       "-" if row["committed"] is None else str(row["committed"]),
                       "-" if row["high_watermark"] is None else str(row["high_watermark"]),
-                      "-" if row["lag"] is None else str(row["lag"]), row["member"] or "-")
-    Console().print(table)
+                      "-" if row["lag"] is None else str(row["lag"]), row["member"] or "-",
+                      row["host"] or "-", row["client"] or "-")
+    _print_table(table)
+
+
+_SPECS = ("--to-earliest", "--to-latest", "--to-offset", "--to-datetime", "--shift-by")
+
+
+def _reset_spec(to_earliest: bool, to_latest: bool, to_offset: int | None,
+                to_datetime: str | None, shift_by: int | None) -> ResetSpec:
+    given = [name for name, value in zip(_SPECS, (
+        to_earliest or None, to_latest or None, to_offset, to_datetime, shift_by), strict=True)
+        if value is not None]
+    if len(given) != 1:
+        raise click.UsageError(
+            f"give exactly one of {', '.join(_SPECS)}"
+            + (f" (got {' and '.join(given)})" if given else ""))
+    if to_earliest:
+        return ResetSpec("earliest")
+    if to_latest:
+        return ResetSpec("latest")
+    if to_offset is not None:
+        return ResetSpec("offset", to_offset)
+    if shift_by is not None:
+        return ResetSpec("shift", shift_by)
+    assert to_datetime is not None
+    try:
+        return ResetSpec("datetime", parse_datetime(to_datetime))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--to-datetime") from None
+
+
+def _scope(consumer: Consumer, admin: Admin, group_id: str, topics: tuple[str, ...],
+           all_topics: bool) -> list[TopicPartition]:
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic TOPIC[:P1,P2] (repeatable) or --all-topics")
+    if all_topics:
+        partitions = sorted(admin.list_group_offsets(group_id))
+        if not partitions:
+            raise click.UsageError(f"group {group_id!r} has no committed offsets: "
+                                   "name the topics to reset with --topic")
+        return partitions
+    chosen: list[TopicPartition] = []
+    for text in topics:
+        try:
+            topic, wanted = parse_topic_scope(text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--topic") from None
+        existing = consumer.partitions_for(topic)
+        missing = sorted(set(wanted or ()) - set(existing))
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has partitions {_ranges(existing)}; "
+                f"no partition {', '.join(map(str, missing))}")
+        chosen.extend(TopicPartition(topic, p) for p in (wanted or existing))
+    return sorted(set(chosen))
+
+
+def _ranges(partitions: list[int]) -> str:
+    return f"0-{max(partitions)}" if partitions == list(range(len(partitions))) \
+        else ", ".join(map(str, partitions))
 
 
 @group.command(name="reset-offsets")
 @click.argument("group_id")
-@click.option("--topic", required=True)
-@click.option("--to-earliest", "where", flag_value="earliest")
-@click.option("--to-latest", "where", flag_value="latest")
-@click.option("--to-offset", type=click.IntRange(0), default=None)
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P1,P2]",
+              help="A topic (or some of its partitions) to reset; repeatable.")
+@click.option("--all-topics", is_flag=True,
+              help="Every topic the group has committed offsets for.")
+@click.option("--to-earliest", is_flag=True, help="To the log start offset.")
+@click.option("--to-latest", is_flag=True, help="To the log end offset.")
+@click.option("--to-offset", type=click.IntRange(0), default=None, metavar="N",
+              help="To offset N (clamped to each partition's start..end).")
+@click.option("--to-datetime", default=None, metavar="YYYY-MM-DDTHH:MM:SS[.sss][Z|±HH:MM]",
+              help="To the first record at or after this time (no zone: local time).")
+@click.option("--shift-by", type=int, default=None, metavar="N",
+              help="The committed offset plus N (negative: back), clamped.")
+@click.option("--dry-run", is_flag=True, help="Show the new offsets; change nothing.")
+@click.option("--execute", is_flag=True,
+              help="Set them (the default; accepted for scripts written for Kafka's tool).")
+@click.option("--json", "as_json", is_flag=True, help="The plan as JSON on stdout.")
 @click.pass_context
 @friendly_errors
-def reset_offsets(ctx: click.Context, group_id: str, topic: str, where: str | None,
-                  to_offset: int | None) -> None:
-    """Set GROUP_ID's committed offsets of TOPIC (the group must have no members)."""
-    if (where is None) == (to_offset is None):
-        raise click.UsageError("give one of --to-earliest, --to-latest, --to-offset N")
-    with Consumer(bootstrap(ctx)) as consumer:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for(topic)]
-        if where == "earliest":
-            offsets = consumer.beginning_offsets(tps)
-        elif where == "latest":
-            offsets = consumer.end_offsets(tps)
-        else:
-            assert to_offset is not None
-            offsets = {tp: to_offset for tp in tps}
-    with Admin(bootstrap(ctx)) as admin:
-        admin.alter_group_offsets(group_id, offsets)
-    err.print(f"reset {len(offsets)} partition(s) of {topic} for group {group_id}")
+def reset_offsets(ctx: click.Context, group_id: str, topics: tuple[str, ...], all_topics: bool,
+                  to_earliest: bool, to_latest: bool, to_offset: int | None,
+                  to_datetime: str | None, shift_by: int | None, dry_run: bool, execute: bool,
+                  as_json: bool) -> None:
+    """Set GROUP_ID's committed offsets (the group must have no members).
+
+    Exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by;
+    offsets outside a partition's range are clamped to it. Unlike Kafka's tool, this
+    changes the offsets unless --dry-run is given (as it always has here)."""
+    spec = _reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+    with Admin(bootstrap(ctx)) as admin, Consumer(bootstrap(ctx)) as consumer:
+        partitions = _scope(consumer, admin, group_id, topics, all_topics)
+        committed = admin.list_group_offsets(group_id)
+        starts = consumer.beginning_offsets(partitions)
+        ends = consumer.end_offsets(partitions)
+        by_time = (consumer.offsets_for_times(dict.fromkeys(partitions, spec.value))
+                   if spec.kind == "datetime" else None)
+        try:
+            resets = plan(spec, partitions, committed, starts, ends, by_time)
+        except ResetError as exc:
+            raise click.UsageError(str(exc)) from None
+        active = len(admin.describe_group(group_id).members) if dry_run else 0
+        if not dry_run:
+            admin.alter_group_offsets(group_id, {r.tp: r.new for r in resets})
+    _print_plan(group_id, resets, as_json)
+    for reset in resets:
+        if reset.note:
+            err.print(f"note: {reset.tp.topic}-{reset.tp.partition}: {reset.note}")
+    if dry_run:
+        err.print(f"dry run: nothing changed for group {group_id}"
+                  + (f" (it has {active} active member(s): a reset would be refused with "
+                     "GROUP_NOT_EMPTY until they stop)" if active else ""))
+    else:
+        err.print(f"reset {len(resets)} partition(s) for group {group_id}")
+
+
+def _print_plan(group_id: str, resets: list[PartitionReset], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps([{"group": group_id, "topic": r.tp.topic,
+                                "partition": r.tp.partition, "current": r.current,
+                                "new": r.new, "note": r.note or None} for r in resets]))
+        return
+    table = Table()
+    for column in ("group", "topic", "partition", "current offset", "new offset"):
+        table.add_column(column, overflow="fold")
+    for r in resets:
+        table.add_row(group_id, r.tp.topic, str(r.tp.partition),
+                      "-" if r.current is None else str(r.current), str(r.new))
+    _print_table(table)
 
 
 @group.command()

@@ -188,7 +188,7 @@ class Consumer:
                 rebalance_timeout_ms=max_poll_interval_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 request_timeout_ms=request_timeout_ms, partitions_for=self._partition_count,
-                wakeup=self._wakeup, check_wakeup=self._check_wakeup)
+                topic_id=self._topic_id, wakeup=self._wakeup, check_wakeup=self._check_wakeup)
             self._group = GroupMode(self._subscriptions, coordinator, self._metadata,
                                     enable_auto_commit=enable_auto_commit,
                                     auto_commit_interval_ms=auto_commit_interval_ms,
@@ -283,6 +283,11 @@ class Consumer:
             return len(self.partitions_for(topic))
         except StrandError:
             return None
+
+    def _topic_id(self, topic: str) -> str:
+        """The topic's id as the metadata last showed it ("": not known)."""
+        info = self._metadata.topic(topic)
+        return info.topic_id if info is not None else ""
 
     def assignment(self) -> set[TopicPartition]:
         return self._subscriptions.assigned_partitions()

@@ -96,6 +96,7 @@ class ConsumerCoordinator:
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 300_000,
                  heartbeat_interval_ms: int = 3_000, request_timeout_ms: float = 30_000,
                  partitions_for: Callable[[str], int | None],
+                 topic_id: Callable[[str], str] = lambda topic: "",
                  wakeup: threading.Event | None = None,
                  check_wakeup: Callable[[], None] = lambda: None) -> None:
         if not group_id:
@@ -114,6 +115,10 @@ class ConsumerCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.request_timeout_s = request_timeout_ms / 1000
         self.partitions_for = partitions_for
+        # The id of a topic as this consumer's metadata knows it (""; unknown): sent with
+        # commits, so that an offset read from a deleted topic is never applied to a
+        # new topic of the same name.
+        self.topic_id = topic_id
         # Set by the consumer's wakeup(): sleeps end early, check_wakeup() raises.
         self.wakeup = wakeup or threading.Event()
         self.check_wakeup = check_wakeup
@@ -364,7 +369,7 @@ class ConsumerCoordinator:
             group_id=self.group_id, member_id=self.member_id, generation_id=self.generation,
             group_instance_id=self.group_instance_id or "",
             partitions=[pb.OffsetCommitPartition(topic=tp.topic, partition=tp.partition,
-                                                 offset=offset)
+                                                 offset=offset, topic_id=self.topic_id(tp.topic))
                         for tp, offset in sorted(offsets.items())])
 
     def _commit_error(self, answer: pb.OffsetCommitResponse) -> Exception | None:

@@ -54,6 +54,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
     INELIGIBLE_REPLICA: _ClassVar[ErrorCode]
     STALE_BROKER_EPOCH: _ClassVar[ErrorCode]
+    UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
 
 class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -104,6 +105,7 @@ FENCED_INSTANCE_ID: ErrorCode
 INVALID_UPDATE_VERSION: ErrorCode
 INELIGIBLE_REPLICA: ErrorCode
 STALE_BROKER_EPOCH: ErrorCode
+UNKNOWN_TOPIC_ID: ErrorCode
 READ_UNCOMMITTED: IsolationLevel
 READ_COMMITTED: IsolationLevel
 

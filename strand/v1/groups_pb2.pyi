@@ -16,7 +16,7 @@ class GroupProtocol(_message.Message):
     def __init__(self, name: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "group_instance_id", "client_id", "protocol_type", "protocols", "session_timeout_ms", "rebalance_timeout_ms")
+    __slots__ = ("group_id", "member_id", "group_instance_id", "client_id", "protocol_type", "protocols", "session_timeout_ms", "rebalance_timeout_ms", "client_host")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class JoinGroupRequest(_message.Message):
     PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     group_instance_id: str
@@ -33,7 +34,8 @@ class JoinGroupRequest(_message.Message):
     protocols: _containers.RepeatedCompositeFieldContainer[GroupProtocol]
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ...) -> None: ...
+    client_host: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., client_host: _Optional[str] = ...) -> None: ...
 
 class JoinGroupMember(_message.Message):
     __slots__ = ("member_id", "group_instance_id", "metadata")
@@ -134,18 +136,20 @@ class LeaveGroupResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class OffsetCommitPartition(_message.Message):
-    __slots__ = ("topic", "partition", "offset", "leader_epoch", "metadata")
+    __slots__ = ("topic", "partition", "offset", "leader_epoch", "metadata", "topic_id")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     offset: int
     leader_epoch: int
     metadata: str
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ...) -> None: ...
+    topic_id: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class OffsetCommitRequest(_message.Message):
     __slots__ = ("group_id", "member_id", "generation_id", "group_instance_id", "partitions")
@@ -229,18 +233,20 @@ class DescribeGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ...) -> None: ...
 
 class DescribedMember(_message.Message):
-    __slots__ = ("member_id", "group_instance_id", "client_id", "assignment", "metadata")
+    __slots__ = ("member_id", "group_instance_id", "client_id", "assignment", "metadata", "client_host")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     group_instance_id: str
     client_id: str
     assignment: bytes
     metadata: bytes
-    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., assignment: _Optional[bytes] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+    client_host: str
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., assignment: _Optional[bytes] = ..., metadata: _Optional[bytes] = ..., client_host: _Optional[str] = ...) -> None: ...
 
 class DescribeGroupResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "state", "protocol_type", "protocol", "generation_id", "leader_id", "members")

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from strand import Admin, NewTopic
 from strand.errors import ErrorCode
 from strand.launcher import Cluster
 from strand.v1 import common_pb2, gateway_pb2_grpc
@@ -72,6 +73,8 @@ def fetch(stub: gateway_pb2_grpc.GatewayStub) -> dict[tuple[str, int], int]:
 
 def test_two_members_rebalance_commit_and_survive_coordinator_kills(
         cluster: Cluster, stub: gateway_pb2_grpc.GatewayStub) -> None:
+    with Admin(cluster.bootstrap) as admin:  # offsets are committed for existing topics
+        admin.create_topics([NewTopic("orders", 3, 1)])
     a, b = member_id(stub), member_id(stub)
     with ThreadPoolExecutor(2) as pool:
         joined = list(pool.map(lambda m: join(stub, m), (a, b)))

@@ -142,7 +142,7 @@ def test_a_zombie_from_an_old_generation_is_fenced() -> None:
     assert group.check_commit(a, 1) == ErrorCode.ILLEGAL_GENERATION
     assert group.heartbeat(a, 1, None, 40) == ErrorCode.ILLEGAL_GENERATION
     assert group.check_commit(a, 2) == ErrorCode.NONE
-    assert group.check_commit("", -1) == ErrorCode.UNKNOWN_MEMBER_ID  # members present
+    assert group.check_commit("", -1) == ErrorCode.GROUP_NOT_EMPTY  # members present
 
 
 def test_commits_wait_out_the_sync_phase() -> None:
