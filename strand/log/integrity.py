@@ -25,13 +25,14 @@ import crc32c
 
 from strand.errors import CorruptRecordError
 from strand.log.log import PartitionLog
-from strand.log.segment import Buffer, LogSegment
+from strand.log.segment import LogSegment
 from strand.records.batch import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    Buffer,
     batch_size_at,
     validate_batch,
 )
