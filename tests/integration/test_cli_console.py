@@ -39,13 +39,15 @@ def popen(cluster: SdkCluster, *args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE)
 
 
-def lines_of(stream: IO[str]) -> queue.Queue[str]:
-    """The stream's lines as they come, read by a thread (a test can wait with a limit)."""
-    found: queue.Queue[str] = queue.Queue()
+def lines_of(stream: IO[str]) -> queue.Queue[str | None]:
+    """The stream's lines as they come, read by a thread (a test can wait with a
+    limit); None after the last."""
+    found: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
         for line in stream:
             found.put(line)
+        found.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
     return found
@@ -79,15 +81,18 @@ def test_group_consume_of_a_missing_topic_says_so_and_honours_idle_timeout(
 def test_group_consume_waits_for_a_topic_created_meanwhile(group_cluster: SdkCluster) -> None:
     consumer = popen(group_cluster, "consume", "latecomer", "--group", "late",
                      "--idle-timeout-ms", "15000")
-    errors = lines_of(consumer.stderr)  # type: ignore[arg-type]
-    assert "waiting for topic latecomer" in errors.get(timeout=20)
-    create(group_cluster, "latecomer")
-    with Producer(group_cluster.bootstrap) as producer:
-        producer.send("latecomer", b"hello").result()
-    assert consumer.stdout is not None
-    assert consumer.stdout.readline() == "hello\n"
-    consumer.send_signal(signal.SIGTERM)
-    assert consumer.wait(30) == 0
+    try:
+        errors = lines_of(consumer.stderr)  # type: ignore[arg-type]
+        assert "waiting for topic latecomer" in (errors.get(timeout=20) or "")
+        create(group_cluster, "latecomer")
+        with Producer(group_cluster.bootstrap) as producer:
+            producer.send("latecomer", b"hello").result()
+        printed = lines_of(consumer.stdout)  # type: ignore[arg-type]
+        assert printed.get(timeout=20) == "hello\n"
+        consumer.send_signal(signal.SIGTERM)
+        assert consumer.wait(30) == 0
+    finally:
+        consumer.kill()
 
 
 def test_produce_to_a_missing_topic_says_so_within_max_block_ms(
@@ -179,18 +184,21 @@ def test_produce_reports_a_failure_as_it_happens(group_cluster: SdkCluster) -> N
     create(group_cluster, "failing")
     producer = popen(group_cluster, "produce", "failing", "--partition", "5",
                      "--max-block-ms", "3000")
-    errors = lines_of(producer.stderr)  # type: ignore[arg-type]
-    assert producer.stdin is not None
-    producer.stdin.write("first\n")
-    producer.stdin.flush()
-    # Reported while the input is still open, with its line number.
-    report = errors.get(timeout=20)
-    assert report.startswith("line 1: not sent: UNKNOWN_TOPIC_OR_PARTITION"), report
-    producer.stdin.write("second\n")
-    producer.stdin.close()
-    assert producer.wait(30) == 1
-    rest = "".join(errors.get(timeout=5) for _ in range(2))
-    assert "line 2: not sent" in rest and "2 of 2 records not sent" in rest
+    try:
+        errors = lines_of(producer.stderr)  # type: ignore[arg-type]
+        assert producer.stdin is not None
+        producer.stdin.write("first\n")
+        producer.stdin.flush()
+        # Reported while the input is still open, with its line number.
+        report = errors.get(timeout=20) or ""
+        assert report.startswith("line 1: not sent: UNKNOWN_TOPIC_OR_PARTITION"), report
+        producer.stdin.write("second\n")
+        producer.stdin.close()
+        assert producer.wait(30) == 1
+        rest = "".join(errors.get(timeout=5) or "" for _ in range(2))
+        assert "line 2: not sent" in rest and "2 of 2 records not sent" in rest
+    finally:
+        producer.kill()
 
 
 # ------------------------------------------------------------------ 11: defaults
@@ -258,19 +266,38 @@ def test_sigterm_commits_what_was_printed_and_leaves(group_cluster: SdkCluster) 
     with Producer(group_cluster.bootstrap, linger_ms=20) as producer:
         for value in values:
             producer.send("stream", value.encode())
-    first = popen(group_cluster, "consume", "stream", "--group", "stoppers")
-    assert first.stdout is not None
-    printed = [first.stdout.readline() for _ in range(500)]
-    first.send_signal(signal.SIGTERM)
-    rest, errors = first.communicate(timeout=60)
-    assert first.returncode == 0, errors
-    assert "Traceback" not in errors
-    printed += rest.splitlines(keepends=True)
+    first = popen(group_cluster, "consume", "stream", "--group", "stoppers",
+                  "--from-beginning")
+    try:
+        stream = lines_of(first.stdout)  # type: ignore[arg-type]
+        printed = [stream.get(timeout=30) for _ in range(500)]
+        first.send_signal(signal.SIGTERM)
+        while (line := stream.get(timeout=60)) is not None:
+            printed.append(line)
+        assert first.wait(30) == 0
+        assert first.stderr is not None and "Traceback" not in first.stderr.read()
+    finally:
+        first.kill()
     assert len(printed) < len(values), "stopped too late to show anything"
     second = strand(group_cluster, "consume", "stream", "--group", "stoppers",
                     "--idle-timeout-ms", "5000")
     assert second.returncode == 0, second.stderr
-    got_first = [line.rstrip("\n") for line in printed]
+    got_first = [(line or "").rstrip("\n") for line in printed]
     got_second = second.stdout.splitlines()
     assert not set(got_first) & set(got_second), "re-delivered after SIGTERM"
     assert sorted(got_first + got_second) == values
+
+
+def test_max_messages_commits_only_what_was_printed(group_cluster: SdkCluster) -> None:
+    """A poll returns more records than --max-messages lets print: the rest are not
+    committed, so the group's next member gets them."""
+    create(group_cluster, "capped")
+    with Producer(group_cluster.bootstrap) as producer:
+        for i in range(10):
+            producer.send("capped", f"v{i}".encode())
+    first = strand(group_cluster, "consume", "capped", "--group", "capped-readers",
+                   "--max-messages", "3")
+    assert first.stdout.splitlines() == ["v0", "v1", "v2"], first.stderr
+    rest = strand(group_cluster, "consume", "capped", "--group", "capped-readers",
+                  "--idle-timeout-ms", "4000")
+    assert rest.stdout.splitlines() == [f"v{i}" for i in range(3, 10)], rest.stderr
