@@ -19,6 +19,7 @@ class ErrorCode(enum.IntEnum):
     LEADER_NOT_AVAILABLE = 5
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
+    NETWORK_EXCEPTION = 13
     MESSAGE_TOO_LARGE = 10
     INVALID_TOPIC_EXCEPTION = 17
     KAFKA_STORAGE_ERROR = 56
@@ -192,6 +193,14 @@ class RequestTimedOutError(StrandError):
     retriable = True
 
 
+class NetworkError(StrandError):
+    """No answer came back: the gateway could not be reached, or the connection broke
+    (Kafka's NetworkException; raised by the client, never sent by a server)."""
+
+    code = ErrorCode.NETWORK_EXCEPTION
+    retriable = True
+
+
 class RecordListTooLargeError(StrandError):
     code = ErrorCode.RECORD_LIST_TOO_LARGE
 
@@ -338,6 +347,7 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.LEADER_NOT_AVAILABLE: LeaderNotAvailableError,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
     ErrorCode.REQUEST_TIMED_OUT: RequestTimedOutError,
+    ErrorCode.NETWORK_EXCEPTION: NetworkError,
     ErrorCode.MESSAGE_TOO_LARGE: RecordTooLargeError,
     ErrorCode.INVALID_TOPIC_EXCEPTION: InvalidTopicError,
     ErrorCode.KAFKA_STORAGE_ERROR: StorageError,

@@ -48,7 +48,7 @@ def bench() -> None:
 @click.argument("topic")
 @click.option("--records", type=click.IntRange(1), required=True)
 @click.option("--record-size", type=click.IntRange(0), default=1024, show_default=True)
-@click.option("--acks", type=ACKS, default="1", show_default=True)
+@click.option("--acks", type=ACKS, default="all", show_default=True)
 @click.option("--batch-size", type=click.IntRange(1), default=262144, show_default=True)
 @click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),

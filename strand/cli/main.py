@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from strand.cli.bench import bench
+from strand.cli.broker import broker
+from strand.cli.configs import config
 from strand.cli.dev import dev
 from strand.cli.group import group
 from strand.cli.produce import consume, produce
@@ -20,7 +22,7 @@ def cli(ctx: click.Context, bootstrap: str | None) -> None:
     ctx.obj = {"bootstrap": bootstrap}
 
 
-for command in (dev, topic, produce, consume, group, bench):
+for command in (dev, topic, produce, consume, group, broker, config, bench):
     cli.add_command(command)
 
 

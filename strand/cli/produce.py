@@ -1,91 +1,200 @@
-"""``strand produce`` (kafka-console-producer) and ``strand consume`` (kafka-console-consumer)."""
+"""``strand produce`` (kafka-console-producer) and ``strand consume`` (kafka-console-consumer).
+
+Defaults, the same as the SDK's: ``acks=all`` (Kafka's producer default since 3.0)
+and, for a group with no committed offset, the earliest offset. Records are written
+and read in the format language of :mod:`strand.cli.formats`.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from typing import Any
+from typing import Any, BinaryIO, Literal, cast
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors
+from strand.cli.common import await_topic, bootstrap, err, friendly_errors
+from strand.cli.formats import InputFormat, OutputFormat, parse_header_option
+from strand.cli.stopping import Stopper
 from strand.client.structs import TopicPartition
 from strand.consumer import Consumer
-from strand.producer import Producer, RecordFuture
+from strand.consumer.errors import WakeupError
+from strand.consumer.records import ConsumerRecord
+from strand.errors import StrandError
+from strand.producer import Producer
 
 ACKS = click.Choice(["0", "1", "all", "-1"])
+FORMAT_HELP = ("tokens: %t topic, %p partition, %o offset, %T timestamp (ms), %k key, "
+               "%K key length, %s value, %S value length, %h headers (k=v,k2=v2), %% a "
+               "percent sign; escapes \\n \\t \\r \\0 \\\\")
 
 
 def parse_acks(value: str) -> int | str:
     return "all" if value in ("all", "-1") else int(value)
 
 
+class _Failures:
+    """Counts failed records and reports each on stderr at once, with its line
+    (delivery callbacks run on the producer's sender thread)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def report(self, line: int, error: BaseException) -> None:
+        what = f"{error.code.name}: {error}" if isinstance(error, StrandError) else str(error)
+        with self._lock:
+            self.count += 1
+            err.print(f"line {line}: not sent: {what}", markup=False)
+
+    def callback(self, line: int) -> Any:
+        def done(metadata: object, error: BaseException | None) -> None:
+            if error is not None:
+                self.report(line, error)
+        return done
+
+
 @click.command()
 @click.argument("topic")
 @click.option("--key-separator", default=None, metavar="SEP",
-              help="split each line at the first SEP into key and value")
-@click.option("--acks", type=ACKS, default="1", show_default=True)
+              help="split each line at the first SEP into key and value (same as "
+                   "--line-format '%k<SEP>%s')")
+@click.option("--line-format", default=None, metavar="FORMAT",
+              help="how to split each line into fields, e.g. '%T\\t%h\\t%k\\t%s'; reads %p "
+                   "%T %k %s %h of consume's --format")
+@click.option("--header", "headers", multiple=True, metavar="KEY=VALUE",
+              help="a header for every record, repeatable")
+@click.option("--null-literal", default=None, metavar="TEXT",
+              help="with --line-format/--key-separator: a key, value or header value equal "
+                   "to TEXT is null")
+@click.option("--acks", type=ACKS, default="all", show_default=True)
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
               default="none", show_default=True)
-@click.option("--partition", type=int, default=None, help="send every line to this partition")
+@click.option("--partition", type=click.IntRange(0), default=None,
+              help="send every line to this partition")
+@click.option("--max-block-ms", type=click.IntRange(1), default=60_000, show_default=True,
+              help="how long to wait for the topic's metadata (and buffer space)")
 @click.pass_context
 @friendly_errors
-def produce(ctx: click.Context, topic: str, key_separator: str | None, acks: str,
-            compression: str, partition: int | None) -> None:
-    """Send each line of standard input as a record of TOPIC."""
-    futures: list[RecordFuture] = []
-    with Producer(bootstrap(ctx), acks=parse_acks(acks),
+def produce(ctx: click.Context, topic: str, key_separator: str | None,
+            line_format: str | None, headers: tuple[str, ...], null_literal: str | None,
+            acks: str, compression: str, partition: int | None, max_block_ms: int) -> None:
+    """Send each line of standard input as a record of TOPIC. A record that fails is
+    reported on stderr at once with its line number; the exit status is then 1."""
+    if key_separator is not None and line_format is not None:
+        raise click.UsageError("give --key-separator or --line-format, not both")
+    if key_separator == "":
+        raise click.BadParameter("must not be empty", param_hint="--key-separator")
+    text = line_format if line_format is not None else (
+        None if key_separator is None else "%k" + key_separator.replace("\\", "\\\\")
+        .replace("%", "%%") + "%s")
+    try:
+        reader = None if text is None else InputFormat(text, null_literal)
+        static: list[tuple[str, bytes | None]] = [parse_header_option(h) for h in headers]
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    await_topic(ctx, topic, max_block_ms, "--max-block-ms")
+    failures = _Failures()
+    lines = 0
+    interrupted = False
+    with Producer(bootstrap(ctx), acks=parse_acks(acks), max_block_ms=max_block_ms,
                   compression_type=None if compression == "none" else compression) as producer:
-        for line in sys.stdin.buffer:
-            line = line.rstrip(b"\r\n")
-            key = None
-            if key_separator is not None:
-                raw_key, sep, value = line.partition(key_separator.encode())
-                if not sep:
-                    raise click.ClickException(
-                        f"line {len(futures) + 1} has no key separator {key_separator!r}")
-                key, line = raw_key, value
-            futures.append(producer.send(topic, value=line, key=key, partition=partition))
+        try:
+            for raw in sys.stdin.buffer:
+                lines += 1
+                line = raw.rstrip(b"\r\n")
+                try:
+                    if reader is None:
+                        producer.send(topic, value=line, headers=static, partition=partition,
+                                      on_delivery=failures.callback(lines))
+                        continue
+                    fields = reader.parse(line)
+                    producer.send(topic, value=fields.value, key=fields.key,
+                                  headers=static + fields.headers,
+                                  partition=partition if fields.partition is None
+                                  else fields.partition,
+                                  timestamp_ms=fields.timestamp_ms,
+                                  on_delivery=failures.callback(lines))
+                except (StrandError, ValueError, TypeError) as exc:
+                    failures.report(lines, exc)
+        except KeyboardInterrupt:  # Ctrl-C: deliver what was read, then stop
+            interrupted = True
         producer.flush()
-    failed = [f.exception() for f in futures if f.exception() is not None]
-    if failed:
-        raise click.ClickException(f"{len(failed)} of {len(futures)} records failed: "
-                                   f"{failed[0]}")
-    err.print(f"sent {len(futures)} records to {topic}")
+    sent = lines - failures.count
+    if failures.count:
+        raise click.ClickException(f"{failures.count} of {lines} records not sent to {topic} "
+                                   f"(each reported above); {sent} sent")
+    err.print(f"sent {sent} records to {topic}")
+    if interrupted:
+        ctx.exit(130)
+
+
+def _output_format(fmt: str | None, print_key: bool, print_offset: bool,
+                   null_literal: str) -> OutputFormat:
+    if fmt is not None and (print_key or print_offset):
+        raise click.UsageError("--format says what to print: leave out --print-key and "
+                               "--print-offset")
+    if fmt is None:
+        fmt = ("%p:%o\\t" if print_offset else "") + ("%k\\t" if print_key else "") + "%s\\n"
+    try:
+        return OutputFormat(fmt, null_literal)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--format") from None
 
 
 @click.command()
 @click.argument("topic")
-@click.option("--from-beginning", is_flag=True, help="start at the earliest offset")
-@click.option("--partition", type=int, default=None, help="only this partition")
-@click.option("--offset", type=int, default=None, help="start here (needs --partition)")
+@click.option("--from-beginning", is_flag=True,
+              help="start at the earliest offset (with --group: where nothing is committed, "
+                   "which is the default there)")
+@click.option("--auto-offset-reset", type=click.Choice(["earliest", "latest"]), default=None,
+              help="with --group: where a partition with no committed offset starts "
+                   "[default: earliest, as the SDK]")
+@click.option("--partition", type=click.IntRange(0), default=None, help="only this partition")
+@click.option("--offset", type=click.IntRange(0), default=None,
+              help="start here (needs --partition)")
 @click.option("--max-messages", type=click.IntRange(1), default=None)
 @click.option("--follow", is_flag=True, help="keep waiting for new records")
-@click.option("--print-key", is_flag=True)
-@click.option("--print-offset", is_flag=True)
+@click.option("--format", "fmt", default=None, metavar="FORMAT",
+              help=f"how to print each record (default '%s\\n'); {FORMAT_HELP}")
+@click.option("--print-key", is_flag=True, help="same as --format '%k\\t%s\\n'")
+@click.option("--print-offset", is_flag=True, help="same as --format '%p:%o\\t%s\\n'")
+@click.option("--null-literal", default="", metavar="TEXT",
+              help="print a null key, value or header value as TEXT [default: nothing]")
 @click.option("--timeout-ms", type=int, default=10_000, show_default=True,
               help="without --follow: give up when nothing arrives for this long")
 @click.option("--group", "group_id", default=None,
-              help="consume as a member of this consumer group, committing as it goes")
+              help="consume as a member of this consumer group, committing what it printed")
 @click.option("--idle-timeout-ms", type=click.IntRange(1), default=None,
-              help="with --group: exit after this long without a new record")
+              help="with --group: exit after this long without a new record (counted from "
+                   "the start, also while waiting for the topic or the group)")
 @click.pass_context
 @friendly_errors
-def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int | None,
-            offset: int | None, max_messages: int | None, follow: bool, print_key: bool,
-            print_offset: bool, timeout_ms: int, group_id: str | None,
+def consume(ctx: click.Context, topic: str, from_beginning: bool,
+            auto_offset_reset: str | None, partition: int | None, offset: int | None,
+            max_messages: int | None, follow: bool, fmt: str | None, print_key: bool,
+            print_offset: bool, null_literal: str, timeout_ms: int, group_id: str | None,
             idle_timeout_ms: int | None) -> None:
-    """Print the records of TOPIC, one value per line."""
+    """Print the records of TOPIC, one value per line. SIGTERM or Ctrl-C stops it
+    cleanly (a group member commits what it printed and leaves the group), with
+    exit status 0 or 130."""
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
+    output = _output_format(fmt, print_key, print_offset, null_literal)
     if group_id is not None:
         if partition is not None or offset is not None:
             raise click.UsageError("--group shares the partitions: no --partition/--offset")
-        _consume_in_group(ctx, topic, group_id, from_beginning, max_messages, print_key,
-                          print_offset, idle_timeout_ms)
+        if from_beginning and auto_offset_reset == "latest":
+            raise click.UsageError("--from-beginning contradicts --auto-offset-reset latest")
+        reset = cast(Literal["earliest", "latest"], auto_offset_reset or "earliest")
+        _consume_in_group(ctx, topic, group_id, reset, max_messages, output, idle_timeout_ms)
         return
+    if auto_offset_reset is not None:
+        raise click.UsageError("--auto-offset-reset is for --group (else: --from-beginning)")
+    await_topic(ctx, topic, None if follow else timeout_ms, "--timeout-ms")
     out = sys.stdout.buffer
-    with Consumer(bootstrap(ctx)) as consumer:
+    with Consumer(bootstrap(ctx)) as consumer, Stopper(consumer) as stopper:
         partitions = consumer.partitions_for(topic)
         tps = [TopicPartition(topic, p) for p in partitions
                if partition is None or p == partition]
@@ -101,69 +210,83 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int
             consumer.seek_to_end(*tps)
         seen = 0
         last_record = time.monotonic()
-        while True:
-            batches = consumer.poll(timeout_ms=500)
-            seen, done = _write_all(out, batches, print_key, print_offset, seen, max_messages)
-            if done:
-                return
+        while not stopper.reason:
+            try:
+                batches = consumer.poll(timeout_ms=500)
+            except WakeupError:
+                break
+            written, _ = _write_all(out, output, batches,
+                                    None if max_messages is None else max_messages - seen)
+            seen += written
+            if max_messages is not None and seen >= max_messages:
+                break
             if batches:
                 last_record = time.monotonic()
             if not follow:
                 caught_up = all(consumer.position(tp) >= ends[tp] for tp in tps)
                 idle = (time.monotonic() - last_record) * 1000 > timeout_ms
                 if caught_up or idle:
-                    return
+                    break
+    stopper.exit(ctx)
 
 
-def _write_all(out: Any, batches: dict[Any, list[Any]], print_key: bool, print_offset: bool,
-               seen: int, max_messages: int | None) -> tuple[int, bool]:
-    """Write the polled records and flush; (records written so far, whether
-    ``max_messages`` is reached: then the rest of ``batches`` is left unwritten)."""
-    for records in batches.values():
+def _write_all(out: BinaryIO, output: OutputFormat,
+               batches: dict[TopicPartition, list[ConsumerRecord]],
+               budget: int | None) -> tuple[int, dict[TopicPartition, int]]:
+    """Write the polled records (at most ``budget``) and flush: (records written, the
+    first offset left unwritten of each partition)."""
+    written = 0
+    unwritten: dict[TopicPartition, int] = {}
+    for tp, records in batches.items():
         for record in records:
-            _write(out, record, print_key, print_offset)
-            seen += 1
-            if max_messages is not None and seen >= max_messages:
-                out.flush()
-                return seen, True
+            if budget is not None and written >= budget:
+                unwritten[tp] = record.offset
+                break
+            out.write(output.render(record))
+            written += 1
     out.flush()
-    return seen, False
+    return written, unwritten
 
 
-def _write(out: Any, record: Any, print_key: bool, print_offset: bool) -> None:
-    fields = []
-    if print_offset:
-        fields.append(f"{record.partition}:{record.offset}".encode())
-    if print_key:
-        fields.append(record.key if record.key is not None else b"null")
-    fields.append(record.value if record.value is not None else b"null")
-    out.write(b"\t".join(fields) + b"\n")
-
-
-def _consume_in_group(ctx: click.Context, topic: str, group_id: str, from_beginning: bool,
-                      max_messages: int | None, print_key: bool, print_offset: bool,
+def _consume_in_group(ctx: click.Context, topic: str, group_id: str,
+                      reset: Literal["earliest", "latest"],
+                      max_messages: int | None, output: OutputFormat,
                       idle_timeout_ms: int | None) -> None:
-    """Kafka's console consumer with --group: committed offsets first, else earliest
-    (--from-beginning) or latest; commits as it goes and once more when it stops."""
+    """Kafka's console consumer with --group: committed offsets first, else ``reset``.
+    What is committed is exactly what was printed: every poll's records are written
+    before stopping, and records left unwritten (--max-messages) are sought back to
+    before the final commit."""
+    started = time.monotonic()
+    await_topic(ctx, topic, idle_timeout_ms, "--idle-timeout-ms")
     out = sys.stdout.buffer
     seen = 0
-    with Consumer(bootstrap(ctx), group_id=group_id,
-                  auto_offset_reset="earliest" if from_beginning else "latest",
+    with Consumer(bootstrap(ctx), group_id=group_id, auto_offset_reset=reset,
                   auto_commit_interval_ms=1000) as consumer:
-        consumer.subscribe([topic])
-        last_record = time.monotonic()
-        assigned = False
-        while True:
-            batches = consumer.poll(timeout_ms=500)
-            seen, done = _write_all(out, batches, print_key, print_offset, seen, max_messages)
-            if done:
-                return
-            if batches:
-                last_record = time.monotonic()
-            if not assigned:
-                # Idle time counts from the first assignment (joining takes a while).
-                assigned = bool(consumer.assignment())
-                last_record = time.monotonic()
-            elif idle_timeout_ms is not None and \
-                    (time.monotonic() - last_record) * 1000 > idle_timeout_ms:
-                return
+        with Stopper(consumer, idle_timeout_ms, started) as stopper:
+            consumer.subscribe([topic])
+            while not stopper.reason:
+                try:
+                    batches = consumer.poll(timeout_ms=500)
+                except WakeupError:
+                    break
+                try:
+                    written, unwritten = _write_all(
+                        out, output, batches,
+                        None if max_messages is None else max_messages - seen)
+                except BrokenPipeError:  # the reader went away: this poll counts as unread
+                    unwritten = {tp: records[0].offset for tp, records in batches.items()}
+                    stopper.stop("broken pipe")
+                    written = 0
+                seen += written
+                if batches:
+                    stopper.activity()
+                for tp, first in unwritten.items():
+                    consumer.seek(tp, first)  # the final commit stops before them
+                if max_messages is not None and seen >= max_messages:
+                    break
+        if stopper.reason == "idle":
+            err.print(f"no new record for --idle-timeout-ms={idle_timeout_ms}: stopping "
+                      f"after {seen} records")
+    # Leaving the with block closed the consumer: it committed the positions (just
+    # past what was printed) and left the group at once.
+    stopper.exit(ctx)

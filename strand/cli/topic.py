@@ -12,6 +12,7 @@ from rich.table import Table
 
 from strand.admin import Admin, NewTopic
 from strand.cli.common import bootstrap, err, friendly_errors, parse_configs
+from strand.cli.configs import config_rows, config_table
 
 
 @click.group()
@@ -58,24 +59,29 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @friendly_errors
 def describe(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Partitions (leader, replicas, in-sync replicas) and configs of topic NAME."""
+    """Partitions (leader, replicas, in-sync replicas) and every config of topic NAME
+    with its source (override: set on the topic; default)."""
     with Admin(bootstrap(ctx)) as admin:
         description = admin.describe_topics([name])[0]
-        configs = admin.describe_configs(name)
+        configs = config_rows(admin.describe_configs(name))
     partitions: list[dict[str, Any]] = [
         {"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
          "isr": list(p.isr)} for p in description.partitions]
-    overrides = {k: v.value for k, v in configs.items() if not v.is_default}
     if as_json:
-        click.echo(json.dumps({"name": name, "partitions": partitions, "configs": overrides}))
+        click.echo(json.dumps({"name": name, "topic_id": description.topic_id,
+                               "internal": description.is_internal,
+                               "partitions": partitions, "configs": configs}))
         return
-    table = Table(title=f"topic {name}" + (f"  configs: {overrides}" if overrides else ""))
+    table = Table(title=f"topic {name}: {len(partitions)} partitions")
     for column in ("partition", "leader", "replicas", "isr"):
         table.add_column(column)
     for p in partitions:
-        table.add_row(str(p["partition"]), str(p["leader"]),
+        leader = "none" if p["leader"] is None else str(p["leader"])
+        table.add_row(str(p["partition"]), leader,
                       ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])))
-    Console().print(table)
+    console = Console(soft_wrap=True)
+    console.print(table)
+    console.print(config_table(f"configs of topic {name}", configs))
 
 
 @topic.command()

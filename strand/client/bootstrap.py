@@ -29,7 +29,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from strand.errors import StrandError
+from strand.errors import ErrorCode, StrandError
 
 __all__ = [
     "DEFAULT_DEV_DIR",
@@ -48,7 +48,10 @@ CLUSTER_FILE = "cluster.json"
 
 
 class BootstrapError(StrandError):
-    """No gateway address could be found, or the one given is malformed."""
+    """No gateway address could be found, or the one given is malformed: the client's
+    configuration is invalid (INVALID_CONFIG; Kafka raises a ConfigException)."""
+
+    code = ErrorCode.INVALID_CONFIG
 
 
 def dev_cluster_file(env: Mapping[str, str] | None = None) -> Path:

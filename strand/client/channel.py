@@ -9,11 +9,13 @@ a client idle for minutes after a gateway restart), in line with Kafka's
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
-from strand.errors import RequestTimedOutError, StrandError
+from strand.errors import NetworkError, RequestTimedOutError, StrandError
 from strand.version import VERSION
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "open_aio_channel",
     "open_channel",
     "transport_error",
+    "wait_for_gateway",
 ]
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -38,8 +41,9 @@ RETRIABLE_STATUS = frozenset({
 })
 
 
-class TransportError(StrandError):
-    """A call to the gateway failed below Strand's protocol (no response came back).
+class TransportError(NetworkError):
+    """A call to the gateway failed below Strand's protocol (no response came back):
+    code NETWORK_EXCEPTION.
 
     ``status`` is the gRPC status code's name (e.g. ``"UNAVAILABLE"``). ``retriable``
     is true for the statuses a retry may cure (the gateway unreachable or restarting).
@@ -83,3 +87,29 @@ def open_channel(address: str, client_id: str | None = None) -> grpc.Channel:
 def open_aio_channel(address: str, client_id: str | None = None) -> grpc.aio.Channel:
     """An asyncio channel (the producer's sender); create it inside its event loop."""
     return grpc.aio.insecure_channel(address, options=channel_options(client_id))
+
+
+def wait_for_gateway(address: str, timeout_s: float,
+                     on_retry: Callable[[], None] | None = None) -> bool:
+    """Whether a connection to the gateway at ``address`` is up within ``timeout_s``
+    (gRPC retries meanwhile, backing off as ``channel_options`` says). ``on_retry``
+    is called once, from gRPC's thread, when a first attempt has failed: a tool can
+    say what it is waiting for instead of staying silent."""
+    channel = open_channel(address)
+    failed_once = threading.Event()
+
+    def watch(state: grpc.ChannelConnectivity) -> None:
+        if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and not failed_once.is_set():
+            failed_once.set()
+            if on_retry is not None:
+                on_retry()
+
+    channel.subscribe(watch, try_to_connect=True)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=max(0.0, timeout_s))
+        return True
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.unsubscribe(watch)
+        channel.close()

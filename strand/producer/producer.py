@@ -122,7 +122,8 @@ class Producer:
     Settings (Kafka's names, snake_case; times in milliseconds):
 
     - ``acks``: 0 (no acknowledgement), 1 (the leader appended it), ``'all'``/-1 (every
-      in-sync replica has it).
+      in-sync replica has it; the default, as Kafka's since 3.0: an acknowledged
+      record survives the loss of its leader).
     - ``compression_type``: None, ``'gzip'``, ``'snappy'``, ``'lz4'`` or ``'zstd'``
       (per batch, end to end).
     - ``batch_size``: bytes of records per partition batch; ``linger_ms``: how long a
@@ -144,7 +145,7 @@ class Producer:
         self,
         bootstrap: str | None = None,
         *,
-        acks: int | str = 1,
+        acks: int | str = "all",
         compression_type: str | None = None,
         batch_size: int = 16384,
         linger_ms: float = 5,

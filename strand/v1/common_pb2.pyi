@@ -18,6 +18,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
     NOT_LEADER_OR_FOLLOWER: _ClassVar[ErrorCode]
     REQUEST_TIMED_OUT: _ClassVar[ErrorCode]
+    NETWORK_EXCEPTION: _ClassVar[ErrorCode]
     MESSAGE_TOO_LARGE: _ClassVar[ErrorCode]
     INVALID_TOPIC_EXCEPTION: _ClassVar[ErrorCode]
     RECORD_LIST_TOO_LARGE: _ClassVar[ErrorCode]
@@ -69,6 +70,7 @@ INVALID_FETCH_SIZE: ErrorCode
 LEADER_NOT_AVAILABLE: ErrorCode
 NOT_LEADER_OR_FOLLOWER: ErrorCode
 REQUEST_TIMED_OUT: ErrorCode
+NETWORK_EXCEPTION: ErrorCode
 MESSAGE_TOO_LARGE: ErrorCode
 INVALID_TOPIC_EXCEPTION: ErrorCode
 RECORD_LIST_TOO_LARGE: ErrorCode
