@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from strand.errors import NetworkError, RequestTimedOutError, StrandError
+from strand.errors import ErrorCode, NetworkError, RequestTimedOutError, StrandError, error_for
 from strand.version import VERSION
 
 __all__ = [
@@ -56,12 +56,18 @@ class TransportError(NetworkError):
 
 
 def transport_error(exc: grpc.RpcError, address: str, what: str) -> StrandError:
-    """The typed error for a failed call: RequestTimedOutError for a deadline, else a
-    TransportError naming the gateway and the gRPC status."""
+    """The typed error for a failed call: RequestTimedOutError for a deadline; the
+    error a refusal names (INVALID_ARGUMENT with details "INVALID_REQUEST: …", how the
+    services refuse a whole request, e.g. one over a size limit); else a TransportError
+    naming the gateway and the gRPC status."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = exc.details() if hasattr(exc, "details") else str(exc)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimedOutError(f"{what} to gateway {address} timed out: {details}")
+    if code == grpc.StatusCode.INVALID_ARGUMENT and details:
+        name, sep, message = details.partition(":")
+        if sep and name in ErrorCode.__members__:
+            return error_for(ErrorCode[name], message.strip())
     name = code.name if code is not None else "UNKNOWN"
     return TransportError(f"{what} to gateway {address} failed: {name} {details}", name,
                           code in RETRIABLE_STATUS)
