@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from strand.admin import Admin
 from strand.cli.common import bootstrap, err, friendly_errors
 from strand.client.structs import TopicPartition
-from strand.consumer import Consumer
+
+if TYPE_CHECKING:  # the clients (and gRPC) are imported by the commands that use them
+    from strand.admin import Admin
 
 
 @click.group()
@@ -29,6 +28,8 @@ def group() -> None:
 @friendly_errors
 def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
     """Every consumer group with its state."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         groups = admin.list_groups(timeout_ms)
     if as_json:
@@ -40,6 +41,8 @@ def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
 
 def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
               ) -> tuple[list[dict[str, Any]], Any]:
+    from strand.consumer import Consumer
+
     description = admin.describe_group(group_id)
     committed = admin.list_group_offsets(group_id)
     owner = {tp: m for m in description.members for tp in m.partitions}
@@ -68,6 +71,11 @@ def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
 @friendly_errors
 def describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     """GROUP_ID's state, members and, per partition, committed offset, HW and lag."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         rows, description = _lag_rows(admin, bootstrap(ctx), group_id)
     if as_json:
@@ -100,6 +108,9 @@ def describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
 def reset_offsets(ctx: click.Context, group_id: str, topic: str, where: str | None,
                   to_offset: int | None) -> None:
     """Set GROUP_ID's committed offsets of TOPIC (the group must have no members)."""
+    from strand.admin import Admin
+    from strand.consumer import Consumer
+
     if (where is None) == (to_offset is None):
         raise click.UsageError("give one of --to-earliest, --to-latest, --to-offset N")
     with Consumer(bootstrap(ctx)) as consumer:
@@ -122,6 +133,8 @@ def reset_offsets(ctx: click.Context, group_id: str, topic: str, where: str | No
 @friendly_errors
 def delete(ctx: click.Context, group_id: str) -> None:
     """Delete GROUP_ID and its committed offsets (the group must have no members)."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         admin.delete_group(group_id)
     err.print(f"deleted group {group_id}")

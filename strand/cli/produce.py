@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from strand.cli.common import bootstrap, err, friendly_errors
 from strand.client.structs import TopicPartition
-from strand.consumer import Consumer
-from strand.producer import Producer, RecordFuture
+
+if TYPE_CHECKING:  # the clients (and gRPC) are imported by the commands that use them
+    from strand.producer import RecordFuture
 
 ACKS = click.Choice(["0", "1", "all", "-1"])
 
@@ -33,6 +34,8 @@ def parse_acks(value: str) -> int | str:
 def produce(ctx: click.Context, topic: str, key_separator: str | None, acks: str,
             compression: str, partition: int | None) -> None:
     """Send each line of standard input as a record of TOPIC."""
+    from strand.producer import Producer
+
     futures: list[RecordFuture] = []
     with Producer(bootstrap(ctx), acks=parse_acks(acks),
                   compression_type=None if compression == "none" else compression) as producer:
@@ -76,6 +79,8 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool, partition: int
             print_offset: bool, timeout_ms: int, group_id: str | None,
             idle_timeout_ms: int | None) -> None:
     """Print the records of TOPIC, one value per line."""
+    from strand.consumer import Consumer
+
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     if group_id is not None:
@@ -145,6 +150,8 @@ def _consume_in_group(ctx: click.Context, topic: str, group_id: str, from_beginn
                       idle_timeout_ms: int | None) -> None:
     """Kafka's console consumer with --group: committed offsets first, else earliest
     (--from-beginning) or latest; commits as it goes and once more when it stops."""
+    from strand.consumer import Consumer
+
     out = sys.stdout.buffer
     seen = 0
     with Consumer(bootstrap(ctx), group_id=group_id,

@@ -7,10 +7,7 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from strand.admin import Admin, NewTopic
 from strand.cli.common import bootstrap, err, friendly_errors, parse_configs
 
 
@@ -30,6 +27,8 @@ def topic() -> None:
 def create(ctx: click.Context, name: str, partitions: int, replication_factor: int,
            configs: tuple[str, ...]) -> None:
     """Create topic NAME."""
+    from strand.admin import Admin, NewTopic
+
     with Admin(bootstrap(ctx)) as admin:
         admin.create_topics([NewTopic(name, partitions, replication_factor,
                                       parse_configs(configs))])
@@ -43,6 +42,8 @@ def create(ctx: click.Context, name: str, partitions: int, replication_factor: i
 @friendly_errors
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List topic names."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         names = sorted(admin.list_topics())
     if as_json:
@@ -59,6 +60,11 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @friendly_errors
 def describe(ctx: click.Context, name: str, as_json: bool) -> None:
     """Partitions (leader, replicas, in-sync replicas) and configs of topic NAME."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         description = admin.describe_topics([name])[0]
         configs = admin.describe_configs(name)
@@ -84,6 +90,8 @@ def describe(ctx: click.Context, name: str, as_json: bool) -> None:
 @friendly_errors
 def delete(ctx: click.Context, name: str) -> None:
     """Delete topic NAME and its data."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         admin.delete_topics([name])
     err.print(f"deleted topic {name}")
@@ -101,6 +109,8 @@ def delete(ctx: click.Context, name: str) -> None:
 def alter(ctx: click.Context, name: str, configs: tuple[str, ...], deletes: tuple[str, ...],
           partitions: int | None) -> None:
     """Change configs or grow the partition count of topic NAME."""
+    from strand.admin import Admin
+
     if not configs and not deletes and partitions is None:
         raise click.UsageError("nothing to change: give --config, --delete-config or "
                                "--partitions")
@@ -127,6 +137,8 @@ def reassign(ctx: click.Context, name: str, partitions: tuple[int, ...], replica
              cancel: bool, show: bool) -> None:
     """Move partitions of topic NAME to other brokers, or change their replication
     factor: new replicas copy the data first (throttled), then the list switches."""
+    from strand.admin import Admin
+
     if show:
         if cancel or replicas is not None:
             raise click.UsageError("--list shows reassignments: leave out --replicas and --cancel")

@@ -51,6 +51,19 @@ def test_help_imports_no_client_nor_grpc(args: tuple[str, ...]) -> None:
     assert imported_after(*args) == set()
 
 
+@pytest.mark.parametrize("args", [
+    ("topic", "list", "--help"),
+    ("topic", "describe", "--help"),
+    ("produce", "--help"),
+    ("consume", "--help"),
+    ("group", "describe", "--help"),
+    ("bench", "produce", "--help"),
+])
+def test_a_client_commands_help_imports_no_client_nor_grpc(args: tuple[str, ...]) -> None:
+    # rich only: strand.cli.common's console for errors
+    assert {m for m in imported_after(*args) if m.split(".")[0] != "rich"} == set()
+
+
 def test_import_strand_loads_no_client() -> None:
     probe = (f"import sys, strand, strand.client, strand.consumer, strand.producer\n"
              f"print(sorted(m for m in sys.modules if m.startswith({HEAVY!r})))")
