@@ -10,19 +10,12 @@ import sys
 from pathlib import Path
 
 from strand.launcher import REPO, wait_until
+from tests.support.cluster import user_env
 
 
 def strand(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "strand.cli.main", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env=env, check=False)
-
-
-def user_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a user whose home is ``home`` (so that what ``dev up``
-    remembers lands there), with no STRAND_* or XDG_STATE_HOME of the caller's."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("STRAND_") and k != "XDG_STATE_HOME"}
-    return {**env, "HOME": str(home), **extra}
 
 
 def test_dev_up_status_down(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ other block fails the test unless the line above it says why it cannot run here:
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.cluster import user_env
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -102,9 +103,7 @@ class Reader:
             raise ReadmeError(f"run the tests from the project's virtualenv (make test): "
                               f"{venv} has no bin/activate for the README's first block")
         (self.work / ".venv").symlink_to(venv)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("STRAND_") and k not in ("XDG_STATE_HOME", "VIRTUAL_ENV")}
-        self.env = {**env, "HOME": str(self.home)}
+        self.env = user_env(self.home)
 
     def run(self, block: Block) -> subprocess.CompletedProcess[str]:
         if block.runner == "python":
