@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare
+.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -22,6 +22,7 @@ help:
 	@echo "make chaos  - fault injection against a real cluster, DURATION=600 s of rotating faults"
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=)"
+	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
 $(STAMP): pyproject.toml
@@ -113,6 +114,13 @@ BASE ?= HEAD~1
 bench-compare: setup system-deps
 	@$(PY) bench/compare_revisions.py --base $(BASE) --json \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
+
+# Start-up time of the strand command (bench/cli_startup.py --help): the median wall
+# time of RUNS runs of each command's --help and of dev status; BASE=rev measures
+# that revision too, alternating with HEAD.
+RUNS ?= 10
+bench-cli: setup
+	@$(PY) bench/cli_startup.py --json --runs $(RUNS) $(if $(filter command line,$(origin BASE)),--base $(BASE))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

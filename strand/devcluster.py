@@ -9,7 +9,10 @@ keeps the data, so the next ``up`` finds its topics again.
 
 The processes are :mod:`strand.launcher`'s; this module adds the folder, the
 detached launch and ``cluster.json``, which records each process's pid and command
-line so that later commands (``status``, ``down``, ``start_again``) find them.
+line so that later commands (``status``, ``down``, ``restart``) find them.
+``remember``/``forget`` keep the directory of the cluster the user started last in
+a small state file (:func:`strand.client.bootstrap.dev_pointer_file`), so that the
+commands that follow ``strand dev up --dir D`` find it without ``STRAND_DEV_DIR``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from strand.client.bootstrap import DEFAULT_DEV_DIR, ENV_DEV_DIR
+from strand.client.bootstrap import dev_directory, dev_pointer_file
 from strand.launcher import (
     Boot,
     Cluster,
@@ -28,6 +31,7 @@ from strand.launcher import (
     Launch,
     LaunchError,
     Process,
+    command_line,
     etcd_binary,
     port_open,
     stop_in_order,
@@ -109,6 +113,14 @@ class RecordedProcess(Process):
     def command(self) -> list[str]:
         return list(self.info.args)
 
+    def running(self) -> bool:
+        """Whether it runs; a recycled pid (another program's, after a reboot) does not
+        count, so that neither ``down`` nor ``restart`` signals a stranger."""
+        if not super().running():
+            return False
+        return self.process is not None or not self.info.args or (
+            self.pid is not None and command_line(self.pid) == list(self.info.args))
+
     def serving(self) -> bool:
         if self.role == "etcd":
             return port_open(int(self.address.rsplit(":", 1)[1]))
@@ -116,7 +128,28 @@ class RecordedProcess(Process):
 
 
 def default_directory() -> Path:
-    return Path(os.environ.get(ENV_DEV_DIR) or DEFAULT_DEV_DIR).expanduser()
+    """The directory every command looks in (the SDK's lookup: see dev_directory)."""
+    return dev_directory()
+
+
+def remember(directory: Path) -> None:
+    """Make ``directory`` the one later commands find (until :func:`forget`)."""
+    pointer = dev_pointer_file()
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pointer.with_suffix(".tmp")
+    tmp.write_text(f"{directory.expanduser().resolve()}\n")
+    os.replace(tmp, pointer)
+
+
+def forget(directory: Path) -> None:
+    """Stop pointing later commands at ``directory`` (if they were)."""
+    pointer = dev_pointer_file()
+    try:
+        remembered = Path(pointer.read_text().strip())
+    except OSError:
+        return
+    if remembered == directory.expanduser().resolve():
+        pointer.unlink(missing_ok=True)
 
 
 def spec(directory: Path, storage_nodes: int = 3, controllers: int = 2,
@@ -164,20 +197,26 @@ def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
     return record
 
 
-def start_again(directory: Path, process_id: str, timeout: float = 60.0) -> ProcessInfo:
-    """Start a stopped (or killed) process of the cluster again with its own command
-    line, wait until it serves, and record its new pid."""
+def restart(directory: Path, process_id: str, timeout: float = 60.0,
+            progress: Callable[[str], None] = lambda _: None) -> ProcessInfo:
+    """Stop ``process_id`` if it runs (SIGTERM, then SIGKILL), start it again with its
+    own command line (same ports, same data), wait until it serves, and record its
+    new pid."""
     cluster = DevCluster.load(directory)
     if cluster is None:
-        raise DevClusterError(f"no dev cluster in {directory}")
+        raise DevClusterError(f"no dev cluster in {directory} (start one with: strand dev up)")
     index = next((i for i, p in enumerate(cluster.processes) if p.id == process_id), None)
     if index is None:
-        raise DevClusterError(f"no process {process_id!r} in the dev cluster")
+        known = ", ".join(p.id for p in cluster.processes)
+        raise DevClusterError(f"no process {process_id!r} in the dev cluster in {directory} "
+                              f"(its processes: {known})")
     process = RecordedProcess(cluster.processes[index])
-    if process.running():
-        raise DevClusterError(f"{process_id} is still running (pid {process.pid})")
     if not process.info.args:
         raise DevClusterError(f"{process_id} was started by an older version: run dev down/up")
+    if process.running():
+        progress(f"stopping {process_id} (pid {process.pid})")
+        process.stop()
+    progress(f"starting {process_id} on {process.address}")
     process.spawn()
     cluster.processes[index] = restarted = ProcessInfo.of(process)
     cluster.save()

@@ -8,18 +8,21 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from strand.cli.common import bootstrap, err, friendly_errors
 from strand.cli.produce import ACKS, parse_acks
 from strand.client.structs import TopicPartition
-from strand.consumer import Consumer
-from strand.producer import Producer
+
+if TYPE_CHECKING:  # the clients (and gRPC) are imported by the commands that use them
+    from rich.progress import Progress
 
 
 def _progress() -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err, transient=True)
 
@@ -59,6 +62,8 @@ def bench() -> None:
 def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int, acks: str,
                   batch_size: int, linger_ms: int, compression: str, as_json: bool) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes to TOPIC as fast as possible."""
+    from strand.producer import Producer
+
     payload = os.urandom(record_size)
     latencies: list[float] = []
     failures: list[BaseException] = []
@@ -106,6 +111,8 @@ def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int
 @friendly_errors
 def bench_consume(ctx: click.Context, topic: str, records: int, as_json: bool) -> None:
     """Read RECORDS records of TOPIC from the beginning as fast as possible."""
+    from strand.consumer import Consumer
+
     consumed = total_bytes = 0
     with Consumer(bootstrap(ctx)) as consumer:
         tps = [TopicPartition(topic, p) for p in consumer.partitions_for(topic)]

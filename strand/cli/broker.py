@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from strand.admin import Admin
 from strand.cli.common import bootstrap, friendly_errors
+
+if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
+    pass
 
 
 @click.group()
@@ -26,6 +27,11 @@ def broker() -> None:
 def list_(ctx: click.Context, as_json: bool) -> None:
     """Every live storage node: id, address, rack, and how many partition replicas
     it holds and leads. A node that stopped renewing its lease is not listed."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         cluster = admin.describe_cluster()
         topics = admin.describe_topics(admin.list_topics(include_internal=True))

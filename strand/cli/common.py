@@ -8,10 +8,9 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
 from strand.client.bootstrap import (
     ENV_BOOTSTRAP,
@@ -19,11 +18,29 @@ from strand.client.bootstrap import (
     dev_cluster_file,
     resolve_bootstrap,
 )
-from strand.client.channel import TransportError, wait_for_gateway
-from strand.errors import StrandError, UnknownTopicOrPartitionError
+from strand.errors import NetworkError, StrandError, UnknownTopicOrPartitionError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 F = TypeVar("F", bound=Callable[..., Any])
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _Stderr:
+    """rich's console on stderr, made on first use: importing rich costs every command
+    ~30 ms at start-up, and most print nothing there."""
+
+    _console: Console | None = None
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self._console.print(*objects, **kwargs)
+
+
+err = _Stderr()
 
 # How long a command waits for the gateway to accept a connection before it gives
 # up naming the address: Kafka's socket.connection.setup.timeout.ms default.
@@ -103,9 +120,9 @@ def friendly_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except TransportError as exc:
+        except NetworkError as exc:  # the SDK's TransportError, with its gRPC status
             where = _current_gateway()
-            if where is not None and exc.status == "UNAVAILABLE":
+            if where is not None and getattr(exc, "status", None) == "UNAVAILABLE":
                 raise _unreachable(where, str(exc)) from exc
             raise click.ClickException(f"{exc.code.name}: {exc}") from exc
         except StrandError as exc:
@@ -124,6 +141,8 @@ def connect(ctx: click.Context, timeout_ms: float | None = None) -> str:
     def retrying() -> None:
         err.print(f"cannot reach the gateway at {where.address} (from {where.source}), "
                   f"retrying for up to {budget / 1000:g} s…")
+
+    from strand.client.channel import wait_for_gateway  # gRPC: only for commands that connect
 
     if not wait_for_gateway(where.address, budget / 1000, retrying):
         raise _unreachable(where, f"no connection within {budget / 1000:g} s")

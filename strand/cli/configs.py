@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from strand.admin import Admin, ConfigValue
 from strand.cli.common import bootstrap, friendly_errors
+
+if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
+    from rich.table import Table
+
+    from strand.admin import ConfigValue
 
 ENTITY_TYPES = click.Choice(["topic"])
 
@@ -28,6 +30,8 @@ def config_rows(configs: Mapping[str, ConfigValue], overrides_only: bool = False
 
 
 def config_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title)
     for column in ("config", "value", "source"):
         table.add_column(column)
@@ -52,6 +56,10 @@ def config() -> None:
 def describe(ctx: click.Context, entity_type: str, name: str, overrides: bool,
              as_json: bool) -> None:
     """Every config of topic NAME: value and source (override or default)."""
+    from rich.console import Console
+
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         rows = config_rows(admin.describe_configs(name), overrides)
     if as_json:

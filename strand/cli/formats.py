@@ -23,8 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from strand.consumer.records import ConsumerRecord
+if TYPE_CHECKING:  # decoding (cramjam) loads with the consumer
+    from strand.consumer.records import ConsumerRecord
+
 
 __all__ = ["InputFormat", "OutputFormat", "ParsedLine", "compile_format"]
 

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from strand.admin import Admin
 from strand.cli.common import bootstrap, err, friendly_errors
 from strand.cli.offset_reset import (
     PartitionReset,
@@ -20,8 +17,13 @@ from strand.cli.offset_reset import (
     plan,
 )
 from strand.client.structs import TopicPartition
-from strand.consumer import Consumer
 from strand.errors import UnknownTopicOrPartitionError
+
+if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
+    from rich.table import Table
+
+    from strand.admin import Admin
+    from strand.consumer import Consumer
 
 
 @click.group()
@@ -38,6 +40,8 @@ def group() -> None:
 @friendly_errors
 def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
     """Every consumer group with its state."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         groups = admin.list_groups(timeout_ms)
     if as_json:
@@ -49,6 +53,8 @@ def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
 
 def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
               ) -> tuple[list[dict[str, Any]], Any]:
+    from strand.consumer import Consumer
+
     description = admin.describe_group(group_id)
     committed = admin.list_group_offsets(group_id)
     owner = {tp: m for m in description.members for tp in m.partitions}
@@ -74,6 +80,8 @@ def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
 def _print_table(table: Table) -> None:
     """Print ``table`` whole: never cut a column (a member id) to fit a width. Piped
     output is as wide as the table needs; on a terminal long cells wrap."""
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:
         unbounded = console.options.update_width(1 << 20)
@@ -90,6 +98,10 @@ def _print_table(table: Table) -> None:
 def describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     """GROUP_ID's state, members and, per partition, committed offset, HW, lag and the
     member that owns it (its id, host and client id)."""
+    from rich.table import Table
+
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         rows, description = _lag_rows(admin, bootstrap(ctx), group_id)
     if as_json:
@@ -205,6 +217,9 @@ def reset_offsets(ctx: click.Context, group_id: str, topics: tuple[str, ...], al
     Exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by;
     offsets outside a partition's range are clamped to it. Unlike Kafka's tool, this
     changes the offsets unless --dry-run is given (as it always has here)."""
+    from strand.admin import Admin
+    from strand.consumer import Consumer
+
     spec = _reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
     if dry_run and execute:
         raise click.UsageError("give --dry-run or --execute, not both")
@@ -235,6 +250,8 @@ def reset_offsets(ctx: click.Context, group_id: str, topics: tuple[str, ...], al
 
 
 def _print_plan(group_id: str, resets: list[PartitionReset], as_json: bool) -> None:
+    from rich.table import Table
+
     if as_json:
         click.echo(json.dumps([{"group": group_id, "topic": r.tp.topic,
                                 "partition": r.tp.partition, "current": r.current,
@@ -255,6 +272,8 @@ def _print_plan(group_id: str, resets: list[PartitionReset], as_json: bool) -> N
 @friendly_errors
 def delete(ctx: click.Context, group_id: str) -> None:
     """Delete GROUP_ID and its committed offsets (the group must have no members)."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         admin.delete_group(group_id)
     err.print(f"deleted group {group_id}")

@@ -1,29 +1,82 @@
-"""Entry point of the ``strand`` command (command shapes follow Kafka's tools)."""
+"""Entry point of the ``strand`` command (command shapes follow Kafka's tools).
+
+Subcommands are imported only when they run (click's LazyGroup pattern): ``strand
+--help`` and ``strand dev …`` do not load gRPC and the SDK's clients, which ``topic``,
+``produce`` and the rest need. Each entry of :data:`COMMANDS` names the command's
+module and its one-line help, shown by ``strand --help`` without importing it
+(tests/unit/test_cli_lazy.py checks it is the command's own).
+"""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from strand.cli.bench import bench
-from strand.cli.broker import broker
-from strand.cli.configs import config
-from strand.cli.dev import dev
-from strand.cli.group import group
-from strand.cli.produce import consume, produce
-from strand.cli.topic import topic
+# name → ("module:attribute", the command's short help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("strand.cli.bench:bench",
+              "Measure produce and consume throughput against a cluster."),
+    "broker": ("strand.cli.broker:broker", "The cluster's storage nodes (Kafka's brokers)."),
+    "config": ("strand.cli.configs:config", "Describe configs (Kafka's kafka-configs); "
+                                            "change them with `strand topic alter`."),
+    "consume": ("strand.cli.produce:consume", "Print the records of TOPIC, one value per line."),
+    "dev": ("strand.cli.dev:dev", "Run a local development cluster: etcd, 2 controllers, "
+                                  "storage nodes, a gateway."),
+    "group": ("strand.cli.group:group", "List, describe, reset and delete consumer groups."),
+    "produce": ("strand.cli.produce:produce",
+                "Send each line of standard input as a record of TOPIC."),
+    "topic": ("strand.cli.topic:topic", "Create, list, describe, alter and delete topics."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported from ``lazy`` ("module:attribute") when
+    one is run or its own help is asked for."""
+
+    def __init__(self, *args: object, lazy: dict[str, tuple[str, str]],
+                 **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy or cmd_name in self.commands:
+            return super().get_command(ctx, cmd_name)
+        path, _ = self.lazy[cmd_name]
+        module, _, attribute = path.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{path} is a {type(command).__name__}, not a click command")
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Like click's, with the short help from the table: listing the commands
+        must not import them."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            # An unloaded command's help goes through a stand-in, shortened as click does.
+            command = self.commands.get(name) or click.Command(name, help=self.lazy[name][1])
+            rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--bootstrap", envvar="STRAND_BOOTSTRAP", default=None, metavar="HOST:PORT",
               help="a gateway address (default: the local dev cluster)")
 @click.pass_context
 def cli(ctx: click.Context, bootstrap: str | None) -> None:
     """Strand: a partitioned, replicated, durable commit log."""
     ctx.obj = {"bootstrap": bootstrap}
-
-
-for command in (dev, topic, produce, consume, group, broker, config, bench):
-    cli.add_command(command)
 
 
 def main() -> None:

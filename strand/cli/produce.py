@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, BinaryIO, Literal, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 import click
 
@@ -18,11 +18,10 @@ from strand.cli.common import await_topic, bootstrap, err, friendly_errors
 from strand.cli.formats import InputFormat, OutputFormat, parse_header_option
 from strand.cli.stopping import Stopper
 from strand.client.structs import TopicPartition
-from strand.consumer import Consumer
-from strand.consumer.errors import WakeupError
-from strand.consumer.records import ConsumerRecord
 from strand.errors import StrandError
-from strand.producer import Producer
+
+if TYPE_CHECKING:  # decoding (cramjam) loads with the consumer
+    from strand.consumer.records import ConsumerRecord
 
 ACKS = click.Choice(["0", "1", "all", "-1"])
 FORMAT_HELP = ("tokens: %t topic, %p partition, %o offset, %T timestamp (ms), %k key, "
@@ -82,6 +81,8 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
             acks: str, compression: str, partition: int | None, max_block_ms: int) -> None:
     """Send each line of standard input as a record of TOPIC. A record that fails is
     reported on stderr at once with its line number; the exit status is then 1."""
+    from strand.producer import Producer
+
     if key_separator is not None and line_format is not None:
         raise click.UsageError("give --key-separator or --line-format, not both")
     if key_separator == "":
@@ -179,6 +180,9 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool,
     """Print the records of TOPIC, one value per line. SIGTERM or Ctrl-C stops it
     cleanly (a group member commits what it printed and leaves the group), with
     exit status 0 or 130."""
+    from strand.consumer import Consumer
+    from strand.consumer.errors import WakeupError
+
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     output = _output_format(fmt, print_key, print_offset, null_literal)
@@ -256,6 +260,9 @@ def _consume_in_group(ctx: click.Context, topic: str, group_id: str,
     What is committed is exactly what was printed: every poll's records are written
     before stopping, and records left unwritten (--max-messages) are sought back to
     before the final commit."""
+    from strand.consumer import Consumer
+    from strand.consumer.errors import WakeupError
+
     started = time.monotonic()
     await_topic(ctx, topic, idle_timeout_ms, "--idle-timeout-ms")
     out = sys.stdout.buffer

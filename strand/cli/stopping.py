@@ -15,11 +15,13 @@ import signal
 import threading
 import time
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.consumer import Consumer
+if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
+    from strand.consumer import Consumer
+
 
 __all__ = ["Stopper"]
 

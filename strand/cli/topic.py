@@ -4,15 +4,15 @@ and kafka-reassign-partitions.sh)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from strand.admin import Admin, NewTopic
 from strand.cli.common import bootstrap, err, friendly_errors, parse_configs
 from strand.cli.configs import config_rows, config_table
+
+if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
+    pass
 
 
 @click.group()
@@ -31,6 +31,8 @@ def topic() -> None:
 def create(ctx: click.Context, name: str, partitions: int, replication_factor: int,
            configs: tuple[str, ...]) -> None:
     """Create topic NAME."""
+    from strand.admin import Admin, NewTopic
+
     with Admin(bootstrap(ctx)) as admin:
         admin.create_topics([NewTopic(name, partitions, replication_factor,
                                       parse_configs(configs))])
@@ -44,6 +46,8 @@ def create(ctx: click.Context, name: str, partitions: int, replication_factor: i
 @friendly_errors
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List topic names."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         names = sorted(admin.list_topics())
     if as_json:
@@ -61,6 +65,11 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 def describe(ctx: click.Context, name: str, as_json: bool) -> None:
     """Partitions (leader, replicas, in-sync replicas) and every config of topic NAME
     with its source (override: set on the topic; default)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         description = admin.describe_topics([name])[0]
         configs = config_rows(admin.describe_configs(name))
@@ -90,6 +99,8 @@ def describe(ctx: click.Context, name: str, as_json: bool) -> None:
 @friendly_errors
 def delete(ctx: click.Context, name: str) -> None:
     """Delete topic NAME and its data."""
+    from strand.admin import Admin
+
     with Admin(bootstrap(ctx)) as admin:
         admin.delete_topics([name])
     err.print(f"deleted topic {name}")
@@ -107,6 +118,8 @@ def delete(ctx: click.Context, name: str) -> None:
 def alter(ctx: click.Context, name: str, configs: tuple[str, ...], deletes: tuple[str, ...],
           partitions: int | None) -> None:
     """Change configs or grow the partition count of topic NAME."""
+    from strand.admin import Admin
+
     if not configs and not deletes and partitions is None:
         raise click.UsageError("nothing to change: give --config, --delete-config or "
                                "--partitions")
@@ -133,6 +146,8 @@ def reassign(ctx: click.Context, name: str, partitions: tuple[int, ...], replica
              cancel: bool, show: bool) -> None:
     """Move partitions of topic NAME to other brokers, or change their replication
     factor: new replicas copy the data first (throttled), then the list switches."""
+    from strand.admin import Admin
+
     if show:
         if cancel or replicas is not None:
             raise click.UsageError("--list shows reassignments: leave out --replicas and --cancel")

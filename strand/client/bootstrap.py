@@ -4,9 +4,12 @@ The address is resolved once, when a client is created, from the first of:
 
 1. the ``bootstrap`` argument (``"host:port"``);
 2. the ``STRAND_BOOTSTRAP`` environment variable (``"host:port"``);
-3. the local development cluster's description, ``$STRAND_DEV_DIR/cluster.json``
-   (``STRAND_DEV_DIR`` defaults to ``~/.strand/dev``), which ``strand dev up`` writes
-   and ``strand dev down`` removes. It is a JSON object; the SDK needs only its
+3. the local development cluster's description, ``cluster.json`` in its directory,
+   which ``strand dev up`` writes and ``strand dev down`` removes. The directory is
+   ``$STRAND_DEV_DIR`` when set, else the one the last ``strand dev up`` remembered
+   (``--dir``; the file ``$XDG_STATE_HOME/strand/current``, by default
+   ``~/.local/state/strand/current``, names it until ``strand dev down``), else
+   ``~/.strand/dev``. It is a JSON object; the SDK needs only its
    ``"gateway"`` member (``"host:port"`` of a gateway) and ignores the others, which
    belong to the CLI (the etcd endpoint, the cluster name, storage node addresses,
    process ids)::
@@ -37,6 +40,8 @@ __all__ = [
     "ENV_DEV_DIR",
     "BootstrapError",
     "dev_cluster_file",
+    "dev_directory",
+    "dev_pointer_file",
     "parse_address",
     "resolve_bootstrap",
 ]
@@ -54,11 +59,32 @@ class BootstrapError(StrandError):
     code = ErrorCode.INVALID_CONFIG
 
 
+def dev_pointer_file(env: Mapping[str, str] | None = None) -> Path:
+    """Where ``strand dev up`` remembers its directory for the commands that follow
+    (the XDG base directory spec's state home; a relative one is ignored, as the
+    spec asks)."""
+    env = os.environ if env is None else env
+    state = env.get("XDG_STATE_HOME", "")
+    home = Path(state) if Path(state).is_absolute() else Path("~/.local/state").expanduser()
+    return home / "strand" / "current"
+
+
+def dev_directory(env: Mapping[str, str] | None = None) -> Path:
+    """The local development cluster's directory: ``$STRAND_DEV_DIR``, else the one
+    ``strand dev up`` remembered, else ``~/.strand/dev``."""
+    env = os.environ if env is None else env
+    if env.get(ENV_DEV_DIR):
+        return Path(env[ENV_DEV_DIR]).expanduser()
+    try:
+        remembered = dev_pointer_file(env).read_text().strip()
+    except OSError:  # none remembered (or unreadable): the default
+        remembered = ""
+    return Path(remembered or DEFAULT_DEV_DIR).expanduser()
+
+
 def dev_cluster_file(env: Mapping[str, str] | None = None) -> Path:
     """Where ``strand dev up`` describes the local development cluster."""
-    env = os.environ if env is None else env
-    directory = env.get(ENV_DEV_DIR) or str(DEFAULT_DEV_DIR)
-    return Path(directory).expanduser() / CLUSTER_FILE
+    return dev_directory(env) / CLUSTER_FILE
 
 
 def parse_address(address: str) -> tuple[str, int]:

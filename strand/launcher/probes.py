@@ -1,22 +1,26 @@
 """The launcher's two gRPC questions to a running cluster (its transport module):
 does a service serve (the standard gRPC health check), and how many storage nodes
-has the gateway registered."""
+has the gateway registered.
+
+gRPC and the stubs are imported on the first question, not with the launcher:
+``strand dev status`` without a cluster, and every ``--help``, never need them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from strand.v1 import common_pb2, gateway_pb2_grpc
+if TYPE_CHECKING:
+    import grpc
 
 T = TypeVar("T")
 
 
 def _ask(address: str, call: Callable[[grpc.Channel], T]) -> T | None:
     """``call`` on a channel of its own to ``address``; None when the call fails."""
+    import grpc
+
     with grpc.insecure_channel(address) as channel:
         try:
             return call(channel)
@@ -26,6 +30,8 @@ def _ask(address: str, call: Callable[[grpc.Channel], T]) -> T | None:
 
 def healthy(address: str, timeout: float = 0.5) -> bool:
     """Whether the service at ``address`` answers its health check with SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
     response = _ask(address, lambda channel: health_pb2_grpc.HealthStub(channel).Check(
         health_pb2.HealthCheckRequest(), timeout=timeout))
     return response is not None and response.status == health_pb2.HealthCheckResponse.SERVING
@@ -33,6 +39,8 @@ def healthy(address: str, timeout: float = 0.5) -> bool:
 
 def registered_brokers(gateway: str, timeout: float = 2.0) -> int:
     """How many storage nodes the gateway's metadata lists (0 when it does not answer)."""
+    from strand.v1 import common_pb2, gateway_pb2_grpc
+
     response = _ask(gateway, lambda channel: gateway_pb2_grpc.GatewayStub(channel).Metadata(
         common_pb2.MetadataRequest(), timeout=timeout))
     return len(response.brokers) if response is not None else 0

@@ -68,7 +68,7 @@ class BatchBuilder:
     def __init__(
         self,
         *,
-        compression: Compression = Compression.NONE,
+        compression: Compression | str = Compression.NONE,
         timestamp_type: TimestampType = TimestampType.CREATE_TIME,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
@@ -78,7 +78,8 @@ class BatchBuilder:
         base_offset: int = 0,
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> None:
-        self._compression = Compression(compression)
+        # A name too ("lz4", as the producer's compression_type): unknown → typed error.
+        self._compression = Compression.parse(compression)
         attributes = int(self._compression)
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_FLAG

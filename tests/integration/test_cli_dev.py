@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from strand.launcher import REPO
+from strand.launcher import REPO, wait_until
+from tests.support.cluster import user_env
 
 
 def strand(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -18,7 +20,7 @@ def strand(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 def test_dev_up_status_down(tmp_path: Path) -> None:
     directory = tmp_path / "dev"
-    env = {**os.environ, "STRAND_DEV_DIR": str(directory)}
+    env = user_env(tmp_path / "home", STRAND_DEV_DIR=str(directory))
     started = strand("dev", "up", "--storage-nodes", "3", env=env)
     assert started.returncode == 0, started.stderr
     try:
@@ -132,3 +134,73 @@ def check_groups(env: dict[str, str]) -> None:
     assert strand("group", "delete", "readers", env=env).returncode == 0
     missing = strand("group", "delete", "readers", env=env)
     assert missing.returncode == 1 and "GROUP_ID_NOT_FOUND" in missing.stderr
+
+
+def test_dev_dir_is_remembered_and_a_dead_process_restarted(tmp_path: Path) -> None:
+    """``dev up --dir D`` is found by the commands that follow (no STRAND_DEV_DIR)
+    until ``dev down``; a killed process shows as stopped, with the command that
+    restarts it, and ``dev restart`` brings it back into service."""
+    home, directory = tmp_path / "home", tmp_path / "somewhere" / "dev"
+    pointer = home / ".local" / "state" / "strand" / "current"
+    env = user_env(home)
+    started = strand("dev", "up", "--dir", str(directory), "--storage-nodes", "2", env=env)
+    assert started.returncode == 0, started.stderr
+    try:
+        assert pointer.read_text().strip() == str(directory.resolve())
+
+        def processes() -> dict[str, dict[str, object]]:
+            status = strand("dev", "status", "--json", env=env)
+            assert status.returncode == 0, status.stderr
+            found = json.loads(status.stdout)
+            assert found["directory"] == str(directory.resolve())
+            return {str(p["id"]): p for p in found["processes"]}
+
+        assert all(p["serving"] for p in processes().values())
+        # STRAND_DEV_DIR still wins over what was remembered.
+        other = strand("dev", "status", "--json", env={**env, "STRAND_DEV_DIR": str(tmp_path)})
+        assert json.loads(other.stdout) == {"directory": str(tmp_path), "processes": []}
+        # The SDK finds it too: topic admin, produce, consume with no address.
+        created = strand("topic", "create", "t", "--partitions", "2", "--replication-factor",
+                         "2", env=env)
+        assert created.returncode == 0, created.stderr
+
+        victim = processes()["storage-2"]
+        os.kill(int(str(victim["pid"])), signal.SIGKILL)
+        wait_until(lambda: not processes()["storage-2"]["running"], 10, "storage-2 to die")
+        shown = strand("dev", "status", env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert "stopped" in shown.stdout
+        assert "strand dev restart storage-2" in " ".join(shown.stderr.split())
+
+        restarted = strand("dev", "restart", "storage-2", env=env)
+        assert restarted.returncode == 0, restarted.stderr
+        after = processes()
+        assert after["storage-2"]["serving"] and after["storage-2"]["pid"] != victim["pid"]
+        assert all(p["serving"] for p in after.values()), after
+
+        def both_in_sync() -> bool:
+            described = json.loads(strand("topic", "describe", "t", "--json", env=env).stdout)
+            return all(sorted(p["isr"]) == [1, 2] for p in described["partitions"])
+
+        wait_until(both_in_sync, 60, "storage-2 back in every ISR")
+        produced = subprocess.run([sys.executable, "-m", "strand.cli.main", "produce", "t",
+                                   "--acks", "all"], input="".join(f"v{i}\n" for i in range(20)),
+                                  cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+                                  check=False)
+        assert produced.returncode == 0, produced.stderr
+        consumed = strand("consume", "t", "--from-beginning", env=env)
+        assert sorted(consumed.stdout.split()) == sorted(f"v{i}" for i in range(20))
+
+        # A running process is stopped first; an unknown one is named with the known ones.
+        gateway = strand("dev", "restart", "gateway", env=env)
+        assert gateway.returncode == 0, gateway.stderr
+        assert "stopping gateway" in gateway.stderr
+        unknown = strand("dev", "restart", "storage-9", env=env)
+        assert unknown.returncode == 1 and "storage-2" in unknown.stderr
+    finally:
+        stopped = strand("dev", "down", env=env)  # no --dir: the remembered one
+        leftover = strand("dev", "down", "--dir", str(directory), env=env)  # if it was not
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped 7 processes" in stopped.stderr
+    assert "no dev cluster running" in leftover.stderr
+    assert not pointer.exists()

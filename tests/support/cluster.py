@@ -7,6 +7,7 @@ The fixtures (tests/integration/conftest.py) are thin wrappers over these.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,15 @@ SdkCluster = Cluster  # the name the SDK tests know their cluster by
 
 # Short leases, so that a killed process is noticed within seconds.
 LEASE_TTL = 2
+
+
+def user_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user whose home is ``home`` (so that the directory
+    ``strand dev up`` remembers is theirs, not the caller's), without the caller's
+    STRAND_*, XDG_STATE_HOME and active virtualenv; ``extra`` on top."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("STRAND_") and k not in ("XDG_STATE_HOME", "VIRTUAL_ENV")}
+    return {**env, "HOME": str(home), **extra}
 
 
 def new_etcd(directory: Path) -> EtcdServer:
