@@ -24,7 +24,7 @@ def _progress() -> Progress:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err, transient=True)
+                    TimeElapsedColumn(), console=err.console, transient=True)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:

@@ -32,12 +32,16 @@ class _Stderr:
 
     _console: Console | None = None
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:
+    @property
+    def console(self) -> Console:
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(stderr=True, highlight=False, soft_wrap=True)
-        self._console.print(*objects, **kwargs)
+        return self._console
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        self.console.print(*objects, **kwargs)
 
 
 err = _Stderr()
