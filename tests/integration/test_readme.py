@@ -114,7 +114,7 @@ class Reader:
             state = self.work / ".readme-env"
             command = ["bash", "-e", "-o", "pipefail", "-c", f"{block.code}\nenv -0 > {state}"]
         done = subprocess.run(command, cwd=self.work, env=self.env, capture_output=True,
-                              text=True, timeout=BLOCK_TIMEOUT, check=False)
+                              text=True, errors="replace", timeout=BLOCK_TIMEOUT, check=False)
         if block.runner == "sh" and done.returncode == 0:
             pairs = (item.partition("=") for item in state.read_text().split("\0") if item)
             self.env = {k: v for k, _, v in pairs if k not in ("_", "PWD", "OLDPWD", "SHLVL")}
