@@ -36,9 +36,11 @@ a retry cannot help); LogAppendTime set by a producer is INVALID_TIMESTAMP.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any
+
+from aiokafka.errors import CorruptRecordException
+from aiokafka.record.default_records import DefaultRecordBatch
 
 from strand.errors import InvalidRecordError, InvalidTimestampError
 from strand.records.batch import (
@@ -71,30 +73,10 @@ _TIMESTAMP = attrgetter("timestamp")
 _KEY = attrgetter("key")
 
 
-class _Record(Protocol):
-    offset: int
-    timestamp: int | None
-    key: bytes | None
-
-
-_reader: Any = None
-
-
-def _records(batch: memoryview) -> Iterator[_Record]:
-    """aiokafka's DefaultRecordBatch over an uncompressed batch (imported on first use:
-    aiokafka's package import is heavy and only the leader needs it)."""
-    global _reader
-    if _reader is None:
-        from aiokafka.errors import CorruptRecordException
-        from aiokafka.record.default_records import DefaultRecordBatch
-
-        _reader = (DefaultRecordBatch, CorruptRecordException)
-    reader, _ = _reader
-    return iter(reader(batch))
-
-
-def _reader_errors() -> tuple[type[BaseException], ...]:
-    return (_reader[1], IndexError, ValueError, UnicodeDecodeError, OverflowError)
+# One decode error type per reader: aiokafka's, plus what its pure-Python fallback
+# (AIOKAFKA_NO_EXTENSIONS) lets through.
+_READER_ERRORS = (CorruptRecordException, IndexError, ValueError, UnicodeDecodeError,
+                  OverflowError)
 
 
 def validate_producer_batch(
@@ -151,8 +133,8 @@ def validate_producer_batch(
         copy = b"".join((fixed, body, _GUARD))
     batch = memoryview(copy)[: len(copy) - len(_GUARD)]
     try:
-        records = list(_records(batch))
-    except _reader_errors() as exc:
+        records = list(DefaultRecordBatch(batch))
+    except _READER_ERRORS as exc:
         detail = exc.args[0] if exc.args else type(exc).__name__
         raise InvalidRecordError(
             f"batch of {count} records is malformed: {detail}") from None
@@ -165,7 +147,7 @@ def _count_error(count: int, size: int) -> InvalidRecordError:
         f"(a record takes at least {MIN_RECORD_SIZE})")
 
 
-def _check_records(records: list[_Record], header: BatchHeader, require_keys: bool) -> None:
+def _check_records(records: list[Any], header: BatchHeader, require_keys: bool) -> None:
     """Offsets, max timestamp and keys, each in one C-level pass over the records."""
     base = header.base_offset
     offsets = list(map(_OFFSET, records))
