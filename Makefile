@@ -21,7 +21,7 @@ help:
 	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
 	@echo "make chaos  - fault injection against a real cluster, DURATION=600 s of rotating faults"
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
-	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=)"
+	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
@@ -106,14 +106,16 @@ bench-failover: setup system-deps
 # group vs one consumer over RECORDS records of 1 KiB (bench/group_bench.py --help).
 bench-groups: setup system-deps
 	@$(PY) bench/group_bench.py --json \
-		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS)) \
+		$(if $(SIZES),--record-sizes $(SIZES)) $(if $(SETUPS),--setups $(SETUPS))
 
 # End-to-end throughput of two revisions in one run (bench/compare_revisions.py --help):
 # strand bench produce (acks=1, acks=all) and consume on a 12-partition RF 3 topic.
 BASE ?= HEAD~1
 bench-compare: setup system-deps
 	@$(PY) bench/compare_revisions.py --base $(BASE) --json \
-		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS)) \
+		$(if $(SIZES),--record-sizes $(SIZES)) $(if $(SETUPS),--setups $(SETUPS))
 
 # Start-up time of the strand command (bench/cli_startup.py --help): the median wall
 # time of RUNS runs of each command's --help and of dev status; BASE=rev measures

@@ -2,19 +2,22 @@
 
 Each revision is checked out in a temporary worktree and measured with its own code:
 its `strand dev up` cluster (etcd, controllers, 3 storage nodes, gateway, group
-coordinator), then its own `strand bench` commands:
+coordinator), then its own `strand bench` commands, for each record size
+(``--record-sizes``) and each setup (``--setups``, ``acks{1,all}-rf{N}``):
 
-* ``produce-acks1``: ``strand bench produce orders --acks 1``
-* ``produce-acksall``: ``strand bench produce orders --acks all``
-* ``consume``: ``strand bench consume orders`` (what the two produce runs wrote)
+* ``produce-<setup>-<size>B``: ``strand bench produce`` with that acks to a topic of
+  12 partitions and replication factor N (``min.insync.replicas=2`` when N >= 2, the
+  README's example);
+* ``consume-<size>B``: ``strand bench consume`` of what the last setup wrote.
 
-on a topic of 12 partitions, replication factor 3, ``min.insync.replicas=2`` (the
-README's example). Rounds alternate the revisions (base, head, base, head, …), each
-round on a fresh cluster, so that a slow minute of a noisy machine hurts both. The
-JSON on stdout has every round and, per benchmark, the median records/s of each
-revision and head/base.
+The default (``acks1-rf3,acksall-rf3``, 1 KiB) is the README's topic. Rounds alternate
+the revisions (base, head, base, head, …), each round on a fresh cluster, so that a
+slow minute of a noisy machine hurts both. The JSON on stdout has every round and, per
+benchmark, the median records/s of each revision and head/base.
 
     python bench/compare_revisions.py --base HEAD~3 --head HEAD --rounds 3 --json
+    python bench/compare_revisions.py --base main --setups acks1-rf1,acksall-rf3 \
+        --record-sizes 1024,100 --rounds 5 --json
 """
 
 from __future__ import annotations
@@ -29,8 +32,15 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TOPIC = "orders"
-BENCHES = ("produce-acks1", "produce-acksall", "consume")
+
+
+def parse_setup(text: str) -> tuple[str, str, int]:
+    """``acks1-rf3`` -> (name, acks, replication factor)."""
+    acks, _, rf = text.strip().partition("-")
+    if acks not in ("acks0", "acks1", "acksall") or not rf.startswith("rf") \
+            or not rf[2:].isdigit() or int(rf[2:]) < 1:
+        raise argparse.ArgumentTypeError(f"setup {text!r} is not acks{{0,1,all}}-rf<N>")
+    return text.strip(), acks[4:], int(rf[2:])
 
 
 def _git(*args: str) -> str:
@@ -62,21 +72,32 @@ class Revision:
         _git("worktree", "remove", "--force", str(self.tree))
 
 
-def measure(revision: Revision, work: Path, records: int, record_size: int,
-            log: list[str]) -> dict[str, float]:
+def measure(revision: Revision, work: Path, records: int, record_sizes: list[int],
+            setups: list[tuple[str, str, int]], log: list[str]) -> dict[str, float]:
     dev_dir = Path(tempfile.mkdtemp(prefix=f"dev-{revision.commit}-", dir=work))
     revision.strand(dev_dir, "dev", "up")
+    created: dict[str, int] = {}  # topic -> records written to it
     try:
-        revision.strand(dev_dir, "topic", "create", TOPIC, "--partitions", "12",
-                        "--replication-factor", "3", "--config", "min.insync.replicas=2")
         results: dict[str, float] = {}
-        for name, acks in (("produce-acks1", "1"), ("produce-acksall", "all")):
-            out = revision.strand(dev_dir, "bench", "produce", TOPIC, "--records", str(records),
-                                  "--record-size", str(record_size), "--acks", acks, "--json")
-            results[name] = float(json.loads(out.strip().splitlines()[-1])["records_per_s"])
-        out = revision.strand(dev_dir, "bench", "consume", TOPIC, "--records",
-                              str(2 * records), "--json")
-        results["consume"] = float(json.loads(out.strip().splitlines()[-1])["records_per_s"])
+        for size in record_sizes:
+            topic = ""
+            for name, acks, rf in setups:
+                topic = f"bench-rf{rf}-{size}"
+                if topic not in created:
+                    config = ["--config", "min.insync.replicas=2"] if rf >= 2 else []
+                    revision.strand(dev_dir, "topic", "create", topic, "--partitions", "12",
+                                    "--replication-factor", str(rf), *config)
+                    created[topic] = 0
+                out = revision.strand(dev_dir, "bench", "produce", topic, "--records",
+                                      str(records), "--record-size", str(size),
+                                      "--acks", acks, "--json")
+                created[topic] += records
+                results[f"produce-{name}-{size}B"] = float(
+                    json.loads(out.strip().splitlines()[-1])["records_per_s"])
+            out = revision.strand(dev_dir, "bench", "consume", topic, "--records",
+                                  str(created[topic]), "--json")
+            results[f"consume-{size}B"] = float(
+                json.loads(out.strip().splitlines()[-1])["records_per_s"])
         log.append(f"{revision.commit}: " + ", ".join(f"{k} {v:,.0f}/s"
                                                       for k, v in results.items()))
         return results
@@ -90,9 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", default="HEAD")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--record-size", type=int, default=1024)
+    parser.add_argument("--record-sizes", default="1024",
+                        help="comma-separated record sizes in bytes (default 1024)")
+    parser.add_argument("--setups", default="acks1-rf3,acksall-rf3",
+                        help="comma-separated acks{0,1,all}-rf<N> "
+                             "(default acks1-rf3,acksall-rf3)")
     parser.add_argument("--json", action="store_true", help="JSON on stdout (else a table)")
     args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.record_sizes.split(",")]
+    setups = [parse_setup(setup) for setup in args.setups.split(",")]
     log: list[str] = []
     with tempfile.TemporaryDirectory(prefix="strand-compare-") as tmp:
         work = Path(tmp)
@@ -102,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for i in range(args.rounds):
                 for revision in (base, head):
-                    result = measure(revision, work, args.records, args.record_size, log)
+                    result = measure(revision, work, args.records, sizes, setups, log)
                     measured[revision.commit].append(result)
                     rounds.append({"round": i, "revision": revision.commit, **result})
                     print(log[-1], file=sys.stderr, flush=True)
@@ -110,14 +137,15 @@ def main(argv: list[str] | None = None) -> int:
             for revision in {base.commit: base, head.commit: head}.values():
                 revision.remove()
     summary = {}
-    for name in BENCHES:
+    for name in measured[head.commit][0] if measured[head.commit] else ():
         medians = {commit: statistics.median(r[name] for r in results)
                    for commit, results in measured.items()}
         summary[name] = {"base_records_per_s": medians[base.commit],
                          "head_records_per_s": medians[head.commit],
                          "head_over_base": round(medians[head.commit] / medians[base.commit], 3)}
     report = {"base": base.commit, "head": head.commit, "records": args.records,
-              "record_size": args.record_size, "rounds": rounds, "median": summary}
+              "record_sizes": sizes, "setups": [setup[0] for setup in setups],
+              "rounds": rounds, "median": summary}
     if args.json:
         print(json.dumps(report, indent=2))
     else:

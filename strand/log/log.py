@@ -50,7 +50,7 @@ from strand.records.batch import (
     stamp,
     stamped_prefix,
 )
-from strand.records.reader import RecordBatch
+from strand.records.validation import validate_producer_batch
 
 log = logging.getLogger(__name__)
 
@@ -292,8 +292,8 @@ class PartitionLog:
     def append_as_leader(self, records: Buffer, leader_epoch: int) -> AppendInfo:
         """Validate producer batches, assign contiguous offsets from the log end, append.
 
-        Each batch is checked (framing, magic, CRC, size, offset deltas) without
-        decoding its records, then stamped in place with its base offset and
+        Each batch is checked (framing, magic, CRC, size, then its records:
+        ``strand.records.validation``), then stamped in place with its base offset and
         ``leader_epoch`` and written as it came. Nothing is written if any batch is bad.
         """
         view = memoryview(records)
@@ -301,19 +301,13 @@ class PartitionLog:
         if not batches:
             raise InvalidRecordError("the request carries no record batch")
         config = self.config
-        for _, header in batches:
-            if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
-                raise InvalidRecordError(
-                    f"a producer batch must hold records with offset deltas 0..n-1; got "
-                    f"{header.record_count} records, last offset delta {header.last_offset_delta}"
-                )
+        for pos, header in batches:
             if header.size_in_bytes > config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
                     f"({config.max_message_bytes})"
                 )
-        if config.compact:
-            _require_keys(view, batches)
+            validate_producer_batch(view, pos, header, require_keys=config.compact)
         with self._lock, self._writing("append"):
             now = self._clock()
             offset = self._next_offset
@@ -672,15 +666,3 @@ class PartitionLog:
             return True
 
 
-def _require_keys(view: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
-    """Compacted topics keep the latest value per key: a record without a key would be
-    silently dropped by the cleaner, so it is refused here (as Kafka does)."""
-    for pos, header in batches:
-        if header.is_control:
-            continue
-        batch = RecordBatch(view[pos : pos + header.size_in_bytes], validate=False)
-        for record in batch.records():
-            if record.key is None:
-                raise InvalidRecordError(
-                    f"compacted topic: the record at offset delta {record.offset} has no key"
-                )

@@ -62,11 +62,12 @@ def _snappy_xerial_encode(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decode(data: Buffer) -> bytes:
+def _snappy_blocks(data: Buffer) -> list[memoryview]:
+    """The raw snappy blocks of a payload: xerial-framed, or one bare block."""
     view = memoryview(data)
     if len(view) < len(_XERIAL_HEADER) or view[:8] != _XERIAL_HEADER[:8]:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    out = []
+        return [view]
+    blocks = []
     pos = len(_XERIAL_HEADER)
     while pos < len(view):
         if pos + 4 > len(view):
@@ -75,9 +76,14 @@ def _snappy_decode(data: Buffer) -> bytes:
         pos += 4
         if length < 0 or pos + length > len(view):
             raise CorruptRecordError("truncated xerial snappy block")
-        out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + length])))
+        blocks.append(view[pos : pos + length])
         pos += length
-    return b"".join(out)
+    return blocks
+
+
+def _snappy_decode(data: Buffer) -> bytes:
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block))
+                    for block in _snappy_blocks(data))
 
 
 def compress(codec: Compression, data: Buffer) -> bytes:
@@ -115,3 +121,52 @@ def decompress(codec: Compression, data: Buffer) -> bytes:
         name = codec.name.lower()
         raise CorruptRecordError(f"{name} payload does not decompress: {exc}") from exc
     raise UnsupportedCompressionError(f"unsupported compression codec {codec}")
+
+
+# decompress_bounded starts with this many output bytes per input byte, then grows.
+_FIRST_RATIO = 16
+_FIRST_SIZE = 64 << 10
+_GROWTH = 8
+
+
+def decompress_bounded(codec: Compression, data: Buffer, limit: int) -> bytearray:
+    """Decompress ``data``, refusing (CorruptRecordError) output beyond ``limit`` bytes.
+
+    For untrusted input (the leader validating a producer's batch): a few KiB must not
+    inflate into gigabytes. The output buffer starts near the usual ratio and grows
+    by 8x up to ``limit``, so memory follows the real size, not the limit.
+    """
+    name = codec.name.lower()
+    try:
+        if codec == Compression.SNAPPY:
+            blocks = _snappy_blocks(data)
+            total = sum(cramjam.snappy.decompress_raw_len(block) for block in blocks)
+            if total > limit:
+                raise CorruptRecordError(
+                    f"snappy payload inflates to {total} bytes, more than {limit}")
+            return bytearray(b"".join(bytes(cramjam.snappy.decompress_raw(block))
+                                      for block in blocks))
+        into = {
+            Compression.GZIP: cramjam.gzip.decompress_into,
+            Compression.LZ4: cramjam.lz4.decompress_into,
+            Compression.ZSTD: cramjam.zstd.decompress_into,
+        }.get(codec)
+        if into is None:
+            raise UnsupportedCompressionError(f"unsupported compression codec {codec}")
+        size = min(limit, max(len(data) * _FIRST_RATIO, _FIRST_SIZE))
+        while True:
+            out = bytearray(size)
+            try:
+                written = into(data, out)
+            except cramjam.DecompressionError:
+                # Either damaged or larger than ``out``: only the limit tells them apart.
+                if size >= limit:
+                    raise
+                size = min(limit, size * _GROWTH)
+                continue
+            del out[written:]
+            return out
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecordError(
+            f"the batch claims {name} compression but its records do not decompress as "
+            f"{name} within {limit} bytes: {exc}") from exc

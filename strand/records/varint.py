@@ -60,8 +60,9 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            if result >> 64:
-                raise ValueError("varint does not fit in 64 bits")
+            # Bits past the 64th are dropped, as Kafka's readVarlong does: every reader
+            # (and the leader's validation) then agrees on the value.
+            result &= 0xFFFF_FFFF_FFFF_FFFF
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
 

@@ -452,10 +452,13 @@ def test_negative_header_count_is_corrupt() -> None:
         RecordBatch(buf).records()
 
 
-def test_varint_beyond_64_bits_is_refused() -> None:
-    with pytest.raises(ValueError, match="64 bits"):
-        decode_varint(b"\xff" * 9 + b"\x7f", 0)
+def test_varint_bits_beyond_64_are_dropped_as_kafka_does() -> None:
+    """Kafka's readVarlong drops them; so do aiokafka's reader (the leader's validation)
+    and Strand's decoder, so that what the leader accepts every consumer decodes alike."""
+    assert decode_varint(b"\xff" * 9 + b"\x7f", 0) == (-(2**63), 10)
     assert decode_varint(b"\xff" * 9 + b"\x01", 0) == (-(2**63), 10)
+    with pytest.raises(ValueError, match="longer than 10 bytes"):
+        decode_varint(b"\xff" * 10 + b"\x01", 0)
 
 
 @pytest.mark.parametrize("timestamps", [[-2], [-1, 2**63 - 1], [2**63]])
