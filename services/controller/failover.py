@@ -222,31 +222,6 @@ class PartitionStateKeeper:
                 f"the registered broker itself may ask for {what}")
         return registration
 
-    async def fence_replica(self, writer: MetadataWriter, broker: int, topic: str,
-                            partition: int, reason: str) -> PartitionRecord:
-        """``broker``'s copy of the partition is damaged: out of the ISR, and leadership
-        to another in-sync replica (as for a controlled shutdown, so a sole in-sync
-        leader keeps leading: nobody else has its data). Returns the record after."""
-        async with self.lock:
-            tp = (topic, partition)
-            current = self.cache.partitions.get(tp)
-            if current is None or topic not in self.cache.topics:
-                raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}")
-            if broker not in current.replicas:
-                raise InvalidRequestError(
-                    f"broker {broker} holds no replica of {topic}-{partition}")
-            updated = move_leadership_away(current, broker, self._live(), self._stopping())
-            if updated is None:
-                return current
-            revision = await writer.update_partition(updated, self.cache.partition_revisions[tp])
-            if revision is None:
-                raise InvalidUpdateVersionError(f"{topic}-{partition} changed meanwhile; retry")
-            await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
-            log.warning("damaged replica fenced", extra={
-                "topic": topic, "partition": partition, "broker": broker, "reason": reason,
-                "leader": updated.leader, "isr": list(updated.isr)})
-            return updated
-
     async def controlled_shutdown(self, writer: MetadataWriter, broker: int) -> int:
         """Move ``broker``'s leaderships away and take it out of every ISR; returns how
         many partitions it still leads (nobody else in sync to take over). The request

@@ -217,32 +217,6 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             "broker": request.broker_id, "remaining": response.remaining_leaderships})
         return response
 
-    async def FenceReplicas(
-        self, request: pb_ctl.FenceReplicasRequest, context: grpc.aio.ServicerContext
-    ) -> pb_ctl.FenceReplicasResponse:
-        response = pb_ctl.FenceReplicasResponse()
-        writer = self._active_writer(response)
-        if writer is None:
-            return response
-        try:
-            self.partitions.check_broker_epoch(request.broker_id, request.broker_epoch,
-                                               "fencing its replicas")
-        except Exception as exc:
-            _set_error(response, exc, "FenceReplicas", broker=request.broker_id)
-            return response
-        for part in request.partitions:
-            out = response.partitions.add(topic=part.topic, partition=part.partition)
-            try:
-                record = await self.partitions.fence_replica(
-                    writer, request.broker_id, part.topic, part.partition, request.reason)
-            except Exception as exc:
-                _set_error(out, exc, "FenceReplicas", topic=part.topic,
-                           partition=part.partition)
-                continue
-            out.leader = record.leader
-            out.isr.extend(record.isr)
-        return response
-
     async def AlterPartitionReassignments(
         self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AlterPartitionReassignmentsResponse:

@@ -69,7 +69,7 @@ MAX_RESPONSE_BYTES = 63 * 1024 * 1024
 class DamageReport(Protocol):
     """Told when a stored batch fails verification (the repair)."""
 
-    def report(self, replica: Replica, offset: int, detail: str, found_by: str) -> None: ...
+    def damaged(self, replica: Replica, offset: int, detail: str, found_by: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +159,7 @@ class Fetcher:
             return 0
         if self.damage is not None:
             for found in damaged:
-                self.damage.report(found.replica, found.offset, found.detail, _what(params))
+                self.damage.damaged(found.replica, found.offset, found.detail, _what(params))
         return total
 
 

@@ -1,5 +1,5 @@
 """gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower)
-and the active controller (AlterPartition, ControlledShutdown, FenceReplicas).
+and the active controller (AlterPartition, ControlledShutdown).
 
 Addresses come from the metadata cache (broker registrations, the controller's
 election record). Answers from a controller older than the one this node knows are
@@ -119,17 +119,3 @@ class PeerClients:
                                response.error_message)
         return int(response.remaining_leaderships)
 
-    async def fence_replicas(self, broker_id: int, broker_epoch: int,
-                             partitions: Sequence[tuple[str, int]], reason: str) -> None:
-        """Ask to leave the ISR and leadership of ``partitions`` (a damaged copy)."""
-        stub, epoch = self._controller()
-        request = pb_ctl.FenceReplicasRequest(broker_id=broker_id, broker_epoch=broker_epoch,
-                                              reason=reason)
-        for topic, partition in partitions:
-            request.partitions.add(topic=topic, partition=partition)
-        response = await stub.FenceReplicas(request, timeout=CONTROLLER_TIMEOUT_S)
-        self._check_controller(epoch, response.controller_epoch, response.error_code,
-                               response.error_message)
-        for answer in response.partitions:
-            if answer.error_code != ErrorCode.NONE:
-                raise error_for(answer.error_code, answer.error_message)

@@ -35,10 +35,6 @@ class Replica:
         # (log end offset after an append, appended_bytes then), for appends not yet
         # below the high watermark: how many bytes a high watermark move makes visible.
         self._append_marks: deque[tuple[int, int]] = deque()
-        # An offset at or after which a stored batch failed verification: until the
-        # repair (services.storage.repair) has cut it away, the replica does not
-        # follow its leader, so it cannot rejoin the ISR with the damaged copy.
-        self.damaged_from: int | None = None
         # While this node leads the partition: its followers' state (None otherwise).
         self.leader_state: LeaderState | None = None
         # acks=all appends waiting for the high watermark: (required offset, future).
@@ -47,9 +43,10 @@ class Replica:
         # Bumped when leadership or epoch change or the replica closes: a waiting
         # fetch answers at once then, with the error its partitions now deserve.
         self.state_version = 0
-        # Why this node cannot write (or trust) the replica, while it cannot: it then
-        # neither leads nor follows (services.storage.offline), and None otherwise.
-        self.offline: str | None = None
+        # Why this node cannot serve the replica's data (a failed disk, a damaged
+        # batch) until services.storage.repair has repaired it, None otherwise: it
+        # then follows nobody, so it cannot rejoin the ISR with what it holds.
+        self.out_of_service: str | None = None
         # (high watermark, log start offset) last written to the offsets checkpoint.
         self.checkpointed: tuple[int, int] = (-1, -1)
         self._waiters: set[asyncio.Future[None]] = set()

@@ -18,9 +18,10 @@ followers' progress, from which the high watermark moves); a replica it follows 
 handed to the :class:`FollowerRole` (the replica fetchers); a leaderless one waits.
 A new leadership starts its leader epoch at the log end offset. Losing leadership
 fails the acks=all appends still waiting for followers (NOT_LEADER_OR_FOLLOWER: the
-client retries on the new leader). A replica this node cannot write (its disk is full
-or failing) is handed to the :class:`StorageFailures` role (services.storage.offline):
-it then neither leads nor follows until that role brings it back.
+client retries on the new leader). A replica this node cannot serve until it repairs
+it (a full or failing disk, a damaged batch) is handed to the :class:`StorageFailures`
+role (services.storage.repair): it follows nobody and takes no new leadership (the
+controller gives it none but a sole in-sync one) until that role brings it back.
 """
 
 from __future__ import annotations
@@ -73,9 +74,12 @@ class FollowerRole(Protocol):
 
 
 class StorageFailures(Protocol):
-    """Takes replicas whose log failed on disk out of service, and back once it heals."""
+    """Takes replicas out of service until repaired, and back (services.storage.repair)."""
 
-    def report(self, replica: Replica, error: BaseException) -> None: ...
+    def disk_failed(self, replica: Replica, error: BaseException) -> None: ...
+
+    def opened(self, replica: Replica) -> None:
+        """A log was opened: repair it first if a restart cut its repair short."""
 
 
 class ReplicaManager:
@@ -148,7 +152,7 @@ class ReplicaManager:
         says so), the replica goes out of service until its disk recovers."""
         if (self.storage_failures is not None and not replica.closing
                 and replica.log.failure is not None):
-            self.storage_failures.report(replica, error)
+            self.storage_failures.disk_failed(replica, error)
 
     async def reapply_role(self, replica: Replica) -> None:
         """Lead or follow ``replica`` again as the metadata says (it is back in service)."""
@@ -257,6 +261,8 @@ class ReplicaManager:
         replica = Replica(topic.topic_id, record, partition_log)
         self.replicas[(record.topic, record.partition)] = replica
         self.failed.pop((record.topic, record.partition), None)
+        if self.storage_failures is not None:
+            self.storage_failures.opened(replica)
         await self._apply_role(replica, None)
         log.info("hosting partition", extra={
             "topic": record.topic, "partition": record.partition, "leader": record.leader,
@@ -290,17 +296,7 @@ class ReplicaManager:
         record = replica.record
         me = self.node_id
         state = replica.leader_state
-        if replica.offline is not None and not (record.leader == me and state is not None):
-            # Out of service: no new role. A leadership it still holds (handing over to
-            # the followers) ends when the metadata moves it.
-            if state is not None:
-                replica.leader_state = None
-                replica.fail_high_watermark_waiters(NotLeaderOrFollowerError(
-                    f"node {me} no longer leads {record.topic}-{record.partition} (leader "
-                    f"{record.leader}); retry on the new leader"))
-            if self.followers is not None:
-                self.followers.unfollow(replica)
-            return
+        out_of_service = replica.out_of_service is not None
         if record.leader == me:
             if (state is not None and previous is not None and previous.leader == me
                     and previous.leader_epoch == record.leader_epoch):
@@ -308,7 +304,8 @@ class ReplicaManager:
                                       self.clock()):
                     self.maybe_advance_high_watermark(replica)
                 return
-            await self._become_leader(replica)
+            if replica.log.failure is None:  # a failed log cannot start an epoch
+                await self._become_leader(replica)
             return
         if state is not None or previous is None or (
                 previous.leader, previous.leader_epoch) != (record.leader, record.leader_epoch):
@@ -318,15 +315,10 @@ class ReplicaManager:
                 f"{record.leader}, epoch {record.leader_epoch}); retry on the new leader"))
         if self.followers is None:
             return
-        if record.leader == NO_LEADER or replica.damaged_from is not None:
+        if record.leader == NO_LEADER or out_of_service:
             self.followers.unfollow(replica)
         else:
             self.followers.follow(replica)  # (again: a new leader or epoch restarts it)
-
-    async def refresh_role(self, replica: Replica) -> None:
-        """Apply the replica's current record again: a repair ended (it may follow)."""
-        if not replica.closing and self.replicas.get((replica.topic, replica.partition)) is replica:
-            await self._apply_role(replica, replica.record)
 
     async def _become_leader(self, replica: Replica) -> None:
         record = replica.record

@@ -89,7 +89,7 @@ class LogScrubber:
         position, min_offset, verified = 0, segment.base_offset, 0
         attributes = {"topic": replica.topic}
         while position < segment.size:
-            if self._stop.is_set() or replica.closing or replica.damaged_from is not None:
+            if self._stop.is_set() or replica.closing or replica.out_of_service is not None:
                 return verified, False
             started = loop.time()
             try:
@@ -106,7 +106,7 @@ class LogScrubber:
             if step.damage is not None:
                 # A segment deleted or compacted away meanwhile is no damage of the log.
                 if segment in replica.log.segments:
-                    self.damage.report(replica, step.damage.offset, step.damage.describe(),
+                    self.damage.damaged(replica, step.damage.offset, step.damage.describe(),
                                        "scrub")
                 return verified, False
             if step.next_position == position:

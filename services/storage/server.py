@@ -26,12 +26,11 @@ from services.storage.fetch import Fetcher
 from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
 from services.storage.isr import IsrManager
 from services.storage.maintenance import LogMaintenance
-from services.storage.offline import DEFAULT_PROBE_BYTES, DEFAULT_PROBE_INTERVAL_S, OfflineReplicas
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
 from services.storage.peers import PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
 from services.storage.registration import BrokerRegistrar
-from services.storage.repair import ReplicaRepair
+from services.storage.repair import DEFAULT_PROBE_BYTES, DEFAULT_PROBE_INTERVAL_S, ReplicaRepairs
 from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, ReplicaFetchers
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from services.storage.scrub import DEFAULT_SCRUB_BYTES_PER_S, DEFAULT_SCRUB_INTERVAL_S, LogScrubber
@@ -204,22 +203,20 @@ class StorageProcess:
         isr = IsrManager(manager, peers)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
-        repair = ReplicaRepair(manager, disk, peers, lambda: registrar.registration.epoch)
-        scrubber = (LogScrubber(manager, disk, repair, bytes_per_s=settings.scrub_bytes_per_s,
+        repairs = ReplicaRepairs(manager, disk, registrar.set_offline_replicas,
+                                 probe_interval_s=settings.disk_probe_interval_s,
+                                 probe_bytes=settings.disk_probe_bytes)
+        manager.storage_failures = repairs
+        scrubber = (LogScrubber(manager, disk, repairs, bytes_per_s=settings.scrub_bytes_per_s,
                                 interval_s=settings.scrub_interval_s)
                     if settings.scrub_bytes_per_s > 0 else None)
-        offline = OfflineReplicas(manager, disk, registrar.set_offline_replicas,
-                                  probe_interval_s=settings.disk_probe_interval_s,
-                                  probe_bytes=settings.disk_probe_bytes)
-        manager.storage_failures = offline
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk), Fetcher(manager, disk, isr, repair),
+            Appender(manager, disk), Fetcher(manager, disk, isr, repairs),
             OffsetLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None
-        offline_task: asyncio.Task[None] | None = None
         try:
             await watcher.start()
             await manager.start()
@@ -230,7 +227,6 @@ class StorageProcess:
             isr_task = asyncio.create_task(isr.run(), name="isr-shrink")
             if scrubber is not None:
                 scrub_task = asyncio.create_task(scrubber.run(), name="log-scrub")
-            offline_task = asyncio.create_task(offline.run(), name="disk-probe")
             if not self._stopping.is_set():
                 await set_serving(health_servicer, SERVICE_NAME)
                 log.info("storage node serving", extra={
@@ -243,11 +239,10 @@ class StorageProcess:
                 await _controlled_shutdown(manager, peers, registrar,
                                            settings.controlled_shutdown_timeout_s)
         finally:
-            for task in (isr_task, offline_task):
-                if task is not None:
-                    task.cancel()
+            if isr_task is not None:
+                isr_task.cancel()
             await isr.shutdown()
-            await offline.shutdown()
+            await repairs.shutdown()
             await health_servicer.enter_graceful_shutdown()
             manager.begin_shutdown()
             await server.stop(grace=settings.shutdown_grace_s)
@@ -258,7 +253,6 @@ class StorageProcess:
                 scrubber.stop()
             if scrub_task is not None:
                 await scrub_task
-            await repair.shutdown()
             await fetchers.shutdown()
             await manager.shutdown()
             await peers.close()

@@ -7,35 +7,38 @@ roll, truncation, retention or compaction never shows them a half-written batch
 (deleted segment files are unlinked and their descriptors left to the garbage
 collector). ``close()`` and ``delete()`` do close descriptors: stop reading first.
 
-A failed write (a full or failing disk: any OSError) leaves no partial batch, index
-entry or checkpoint behind, raises LogWriteError (KAFKA_STORAGE_ERROR) and marks the
-log failed: it refuses every further change until :meth:`recover_from_failure`
-succeeds (Kafka takes the log directory offline). Reads go on meanwhile: nothing
-below the log end offset was touched.
+A failed write marks the log failed until :meth:`recover_from_failure`; a damaged
+batch is marked in the directory until :meth:`truncate_at_damage` cuts it away
+(:mod:`strand.log.failure`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import shutil
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from strand.errors import (
     InvalidRecordError,
-    LogWriteError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
 from strand.log.checkpoint import CLEAN_SHUTDOWN_FILE, OffsetCheckpoint
 from strand.log.config import LogConfig
+from strand.log.failure import (
+    WriteGuard,
+    clear_damage_mark,
+    read_damage_mark,
+    write_damage_mark,
+)
 from strand.log.files import Buffer, fsync_directory
 from strand.log.leader_epoch import LeaderEpochCache
 from strand.log.loader import load_segments
@@ -100,7 +103,10 @@ class PartitionLog:
         self._last_flush_ms = clock()
         self._directory_dirty = False
         self._closed = False
-        self._failure: str | None = None  # why the log takes no writes (a failed write)
+        self._guard = WriteGuard(directory)
+        # The first offset a verification found untrustworthy, recorded in the
+        # directory until truncate_at_damage cuts it away (None: no such mark).
+        self.damaged_from = read_damage_mark(directory)
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -142,7 +148,7 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 return
-            if self._failure is not None:
+            if self._guard.failure is not None:
                 for segment in self._segments:
                     segment.close(write_indexes=False)
                 self._closed = True
@@ -227,28 +233,12 @@ class PartitionLog:
     @property
     def failure(self) -> str | None:
         """Why the log takes no writes (a write failed on disk), or None."""
-        return self._failure
+        return self._guard.failure
 
-    @contextlib.contextmanager
-    def _writing(self, what: str) -> Iterator[None]:
-        """Around every change of the log's files (the lock held): refuse it while the
-        log is failed; turn an OSError into LogWriteError and mark the log failed (the
-        failed step has already undone its partial writes)."""
+    def _writing(self, what: str) -> AbstractContextManager[None]:
+        """Around every change of the log's files (the lock held): see WriteGuard."""
         self._check_open()
-        if self._failure is not None:
-            raise LogWriteError(
-                f"{self.directory.name}: the log takes no writes since {self._failure}; "
-                "its leadership moves to an in-sync replica until the disk recovers")
-        try:
-            yield
-        except OSError as exc:
-            self._failure = f"{what} failed: {exc.strerror or exc}"
-            log.error("log write failed; the log takes no writes until recovered", extra={
-                "directory": str(self.directory), "what": what, "error": str(exc),
-                "log_end_offset": self._next_offset})
-            raise LogWriteError(
-                f"{self.directory.name}: {what} failed ({exc.strerror or exc}); nothing of "
-                "it was kept, and the log takes no writes until its disk recovers") from exc
+        return self._guard.writing(what, lambda: self._next_offset)
 
     def recover_from_failure(self) -> int:
         """After a failed write: cut what it may have left past the last complete batch,
@@ -256,19 +246,14 @@ class PartitionLog:
         cut; raises LogWriteError (still failed) if the disk still refuses."""
         with self._lock:
             self._check_open()
-            if self._failure is None:
+            if self._guard.failure is None:
                 return 0
-            failure, self._failure = self._failure, None
-            try:
-                with self._writing("recovery"):
-                    cut = sum(segment.discard_unacknowledged() for segment in self._segments)
-                    self.leader_epochs.truncate_from_end(self._next_offset)
-                    self._save_checkpoint()
-                    fsync_directory(self.directory)
-                    self._directory_dirty = False
-            except LogWriteError:
-                self._failure = failure
-                raise
+            with self._guard.recovering() as failure, self._writing("recovery"):
+                cut = sum(segment.discard_unacknowledged() for segment in self._segments)
+                self.leader_epochs.truncate_from_end(self._next_offset)
+                self._save_checkpoint()
+                fsync_directory(self.directory)
+                self._directory_dirty = False
             log.warning("log recovered from a failed write", extra={
                 "directory": str(self.directory), "failure": failure, "cut_bytes": cut,
                 "log_end_offset": self._next_offset})
@@ -570,18 +555,32 @@ class PartitionLog:
             self._cut(kept, lambda segment: segment.truncate_to(offset))
             return True
 
+    def mark_damaged(self, offset: int) -> None:
+        """Record in the directory that the log cannot be trusted from ``offset`` on,
+        until :meth:`truncate_at_damage` (or :meth:`clear_damage_mark`)."""
+        with self._lock, self._writing("damage mark"):
+            write_damage_mark(self.directory, offset)
+            self.damaged_from = offset
+
+    def clear_damage_mark(self) -> None:
+        with self._lock, self._writing("damage mark"):
+            clear_damage_mark(self.directory)
+            self.damaged_from = None
+
     def truncate_at_damage(self, segment_base_offset: int, position: int) -> int:
         """Cut the log where verification found a bad batch (byte ``position`` of the
-        segment based at ``segment_base_offset``), dropping every later segment: the
-        replica then fetches the rest again. Returns the new log end offset."""
-        with self._lock:
-            self._check_open()
+        segment based at ``segment_base_offset``), dropping every later segment, and
+        remove the damage mark: the replica then fetches the rest again. Returns the
+        new log end offset."""
+        with self._lock, self._writing("damage cut"):
             bases = self._bases
             kept = bisect_right(bases, segment_base_offset)
             if not kept or bases[kept - 1] != segment_base_offset:
                 raise StorageError(
                     f"{self.directory}: no segment {segment_base_offset} to cut any more")
             self._cut(kept, lambda segment: segment.truncate_at(position))
+            clear_damage_mark(self.directory)
+            self.damaged_from = None
             return self._next_offset
 
     def _cut(self, kept: int, cut: Callable[[LogSegment], object]) -> None:

@@ -65,11 +65,6 @@ class ControllerStub:
                 request_serializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
-        self.FenceReplicas = channel.unary_unary(
-                '/strand.v1.Controller/FenceReplicas',
-                request_serializer=strand_dot_v1_dot_controller__pb2.FenceReplicasRequest.SerializeToString,
-                response_deserializer=strand_dot_v1_dot_controller__pb2.FenceReplicasResponse.FromString,
-                _registered_method=True)
         self.AlterPartitionReassignments = channel.unary_unary(
                 '/strand.v1.Controller/AlterPartitionReassignments',
                 request_serializer=strand_dot_v1_dot_common__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
@@ -124,15 +119,6 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def FenceReplicas(self, request, context):
-        """A storage node found its copy of partitions damaged (a batch failing its
-        checksum): the controller takes it out of their ISRs and moves their leadership
-        to another in-sync replica. It comes back by catching up, as any follower.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def AlterPartitionReassignments(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -180,11 +166,6 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.SerializeToString,
-            ),
-            'FenceReplicas': grpc.unary_unary_rpc_method_handler(
-                    servicer.FenceReplicas,
-                    request_deserializer=strand_dot_v1_dot_controller__pb2.FenceReplicasRequest.FromString,
-                    response_serializer=strand_dot_v1_dot_controller__pb2.FenceReplicasResponse.SerializeToString,
             ),
             'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartitionReassignments,
@@ -359,33 +340,6 @@ class Controller:
             '/strand.v1.Controller/ControlledShutdown',
             strand_dot_v1_dot_controller__pb2.ControlledShutdownRequest.SerializeToString,
             strand_dot_v1_dot_controller__pb2.ControlledShutdownResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def FenceReplicas(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/strand.v1.Controller/FenceReplicas',
-            strand_dot_v1_dot_controller__pb2.FenceReplicasRequest.SerializeToString,
-            strand_dot_v1_dot_controller__pb2.FenceReplicasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -103,3 +103,26 @@ def test_damage_in_a_header_length_is_found_too(
     assert damage is not None and (damage.segment_base_offset, damage.position) == (
         sealed.base_offset, 0)
     assert log.truncate_at_damage(sealed.base_offset, 0) == sealed.base_offset
+
+
+def test_a_damage_mark_lasts_until_the_cut(open_log: Callable[..., PartitionLog]) -> None:
+    """Marked before the replica leaves the ISR, the damage is still known after a
+    restart, and goes with the cut (or when a re-read finds no damage)."""
+    config = LogConfig(segment_bytes=2048)
+    log = open_log(config)
+    fill(log)
+    sealed = log.segments[1]
+    assert log.damaged_from is None
+    log.mark_damaged(sealed.base_offset)
+    log.close()
+    log = open_log(config)
+    assert log.damaged_from == sealed.base_offset
+    log.truncate_at_damage(sealed.base_offset, 0)
+    assert log.damaged_from is None
+    log.close()
+    with PartitionLog.open(log.directory, config) as reopened:
+        assert reopened.damaged_from is None
+        reopened.mark_damaged(3)
+        reopened.clear_damage_mark()
+    with PartitionLog.open(log.directory, config) as reopened:
+        assert reopened.damaged_from is None

@@ -1,29 +1,32 @@
 """A damaged stored batch on a storage node (issue 11, point 6), without processes:
 the fetch path serves only what verifies and reports the rest, the scrub walks sealed
-segments at its rate and finds damage there, and the repair fences the replica, cuts
-the log at the bad batch and follows its leader again."""
+segments at its rate and finds damage there, and the repair lists the replica in the
+registration (the controller fences it), cuts the log at the bad batch and follows its
+leader again; a damage mark left by a restart is repaired before the replica follows."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
+from services.controller.leadership import elect_leader
 from services.storage import repair as repair_module
 from services.storage.disk import DiskExecutor
-from services.storage.repair import ReplicaRepair
+from services.storage.repair import ReplicaRepairs
 from services.storage.replica import Replica
 from services.storage.scrub import LogScrubber
 from strand.errors import ErrorCode
 from strand.log import LogConfig
+from strand.log.failure import DAMAGE_MARK_FILE
 from strand.log.integrity import scan_segment
+from strand.log.log import PartitionLog
 from strand.log.segment import LogSegment
 from strand.records import iter_record_batches
-from tests.unit.storage.test_fetch_path import EPOCH, FOLLOWER, LEADER, Leadership
+from tests.unit.storage.test_fetch_path import FOLLOWER, LEADER, Leadership
 
 BIG = b"x" * 300
 
@@ -34,7 +37,7 @@ class Reports:
     def __init__(self) -> None:
         self.seen: list[tuple[int, str]] = []
 
-    def report(self, replica: Replica, offset: int, detail: str, found_by: str) -> None:
+    def damaged(self, replica: Replica, offset: int, detail: str, found_by: str) -> None:
         self.seen.append((offset, found_by))
 
 
@@ -125,19 +128,20 @@ def _batches_in(segment: LogSegment) -> int:
 
 
 class Controller:
-    """Fences as the controller would: out of the ISR, leadership elsewhere."""
+    """Reads the registration's list as the controller does (failover's _ineligible):
+    a listed replica leaves the ISR and its leadership goes to an in-sync replica."""
 
     def __init__(self, replica: Replica) -> None:
         self.replica = replica
-        self.calls: list[tuple[int, Sequence[tuple[str, int]]]] = []
+        self.listings: list[tuple[tuple[str, int], ...]] = []
 
-    async def fence_replicas(self, broker_id: int, broker_epoch: int,
-                             partitions: Sequence[tuple[str, int]], reason: str) -> None:
-        self.calls.append((broker_id, list(partitions)))
+    async def publish(self, listed: tuple[tuple[str, int], ...]) -> None:
+        self.listings.append(listed)
         record = self.replica.record
-        self.replica.set_record(dataclasses.replace(
-            record, leader=FOLLOWER, leader_epoch=EPOCH + 1,
-            isr=tuple(r for r in record.isr if r != broker_id)))
+        if (record.topic, record.partition) in listed:
+            moved = elect_leader(record, {LEADER, FOLLOWER}, shutting_down={LEADER})
+            if moved is not None:
+                self.replica.set_record(moved)
 
 
 class Followers:
@@ -151,6 +155,11 @@ class Followers:
         self.following.discard(replica)
 
 
+async def repaired(repairs: ReplicaRepairs) -> None:
+    while repairs.repairing:
+        await asyncio.sleep(0.01)
+
+
 def test_the_repair_fences_then_cuts_the_log_then_follows_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(repair_module, "FENCE_RETRY_S", 0.05)
@@ -162,20 +171,74 @@ def test_the_repair_fences_then_cuts_the_log_then_follows_again(
         followers = Followers()
         leading.manager.followers = followers
         controller = Controller(replica)
-        repair = ReplicaRepair(leading.manager, leading.manager.disk, controller, lambda: 7)
+        repairs = ReplicaRepairs(leading.manager, leading.manager.disk, controller.publish)
         damaged_offset = leading.log.segments[1].base_offset + 2
         damage_batch(leading, damaged_offset)
 
-        repair.report(replica, damaged_offset - 2, "CRC mismatch", "fetch")
-        assert replica.damaged_from is not None
-        repair.report(replica, damaged_offset, "again", "scrub")  # one repair at a time
-        while repair.repairing:
-            await asyncio.sleep(0.01)
+        repairs.damaged(replica, damaged_offset - 2, "CRC mismatch", "fetch")
+        assert replica.out_of_service is not None
+        repairs.damaged(replica, damaged_offset, "again", "scrub")  # one repair at a time
+        await repaired(repairs)
 
-        assert controller.calls == [(LEADER, [("t", 0)])]
+        # Listed (the controller fenced it: leader 2, out of the ISR), then unlisted.
+        assert controller.listings == [(("t", 0),), ()]
+        assert (replica.record.leader, replica.record.isr) == (FOLLOWER, (FOLLOWER,))
         assert leading.log.log_end_offset == damaged_offset
         assert len(leading.log.segments) == 2
-        assert replica.damaged_from is None
+        assert replica.out_of_service is None
+        assert leading.log.damaged_from is None
+        assert not (leading.log.directory / DAMAGE_MARK_FILE).exists()
         assert followers.following == {replica}  # fetching the rest from node 2
 
     run(tmp_path, body, LogConfig(segment_bytes=4096))
+
+
+def test_a_damage_mark_survives_a_restart_and_is_repaired_before_following(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fenced, then restarted before the cut: the reopened log still says where it is
+    damaged, and the replica is repaired before it may follow (and rejoin the ISR)."""
+    monkeypatch.setattr(repair_module, "FENCE_RETRY_S", 0.05)
+
+    async def body(leading: Leadership) -> None:
+        for i in range(40):
+            leading.append(BIG, str(i).encode())
+        damaged_offset = leading.log.segments[1].base_offset + 2
+        damage_batch(leading, damaged_offset)
+        leading.log.mark_damaged(damaged_offset)
+        leading.log.close()  # the node stops before cutting
+
+        reopened = PartitionLog.open(leading.log.directory, LogConfig(segment_bytes=4096))
+        leading.log = reopened  # closed by run()
+        assert reopened.damaged_from == damaged_offset
+        replica = Replica("topic-id", leading.replica.record, reopened)
+        leading.manager.replicas[("t", 0)] = replica
+        followers = Followers()
+        leading.manager.followers = followers
+        controller = Controller(replica)
+        repairs = ReplicaRepairs(leading.manager, leading.manager.disk, controller.publish)
+
+        repairs.opened(replica)
+        assert replica.out_of_service is not None  # so the manager gives it no role
+        await repaired(repairs)
+        assert controller.listings == [(("t", 0),), ()]
+        assert reopened.log_end_offset == damaged_offset
+        assert reopened.damaged_from is None
+        assert not (reopened.directory / DAMAGE_MARK_FILE).exists()
+        assert followers.following == {replica}
+
+    run(tmp_path, body, LogConfig(segment_bytes=4096))
+
+
+def test_an_unconfirmed_damage_report_changes_nothing(tmp_path: Path) -> None:
+    async def body(leading: Leadership) -> None:
+        for i in range(4):
+            leading.append(BIG, str(i).encode())
+        replica = leading.replica
+        controller = Controller(replica)
+        repairs = ReplicaRepairs(leading.manager, leading.manager.disk, controller.publish)
+        repairs.damaged(replica, 2, "a read that went wrong once", "fetch")
+        await repaired(repairs)
+        assert controller.listings == []  # never listed: the controller saw nothing
+        assert leading.log.log_end_offset == 8 and replica.out_of_service is None
+
+    run(tmp_path, body)
