@@ -51,7 +51,13 @@ from strand.consumer.protocol import (
     encode_subscription,
 )
 from strand.consumer.subscription_state import SubscriptionState
-from strand.errors import ErrorCode, RequestTimedOutError, StrandError, error_for
+from strand.errors import (
+    ErrorCode,
+    RequestTimedOutError,
+    StrandError,
+    UnknownMemberIdError,
+    error_for,
+)
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb
 
@@ -365,6 +371,14 @@ class ConsumerCoordinator:
     # -- offsets ------------------------------------------------------------------------------
 
     def _commit_request(self, offsets: dict[TopicPartition, int]) -> pb.OffsetCommitRequest:
+        if self.subscriptions.subscribed and not self.member_id:
+            # A subscribed consumer that lost its membership must not commit as a
+            # group-less client (member "", generation -1): its partitions may belong
+            # to another member now (Kafka's CommitFailedException).
+            raise UnknownMemberIdError(
+                f"commit to group {self.group_id!r}: this consumer is not in group "
+                f"{self.group_id!r} now (its membership was lost or not yet granted); "
+                "it rejoins on the next poll(), which re-reads the committed offsets")
         return pb.OffsetCommitRequest(
             group_id=self.group_id, member_id=self.member_id, generation_id=self.generation,
             group_instance_id=self.group_instance_id or "",
