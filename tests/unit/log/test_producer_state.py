@@ -137,7 +137,8 @@ class Model:
 @st.composite
 def traffic(draw: st.DrawFn) -> list[Batch]:
     pids = draw(st.lists(st.integers(0, 2**40), min_size=1, max_size=3, unique=True))
-    state = {pid: (draw(st.integers(0, 3)), draw(st.sampled_from([0, 7, SEQ_MAX - 3])), [])
+    empty: list[Batch] = []
+    state = {pid: (draw(st.integers(0, 3)), draw(st.sampled_from([0, 7, SEQ_MAX - 3])), empty)
              for pid in pids}
     out: list[Batch] = []
     for _ in range(draw(st.integers(1, 40))):
