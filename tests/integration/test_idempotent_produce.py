@@ -17,6 +17,7 @@ from strand.records import BatchBuilder
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 from tests.support.cluster import SdkCluster, placement
+from tests.support.raw_produce import log_end, produce
 from tests.support.waiting import wait_until
 
 TOPIC = "idempotent"
@@ -34,33 +35,17 @@ def batch(sequence: int, count: int = 3, epoch: int = EPOCH) -> bytes:
     return builder.build()
 
 
-def produce(stub: gateway_pb2_grpc.GatewayStub, records: bytes) -> pb.PartitionProduceResponse:
-    response = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5_000, topics=[
-        pb.TopicProduceData(topic=TOPIC, partitions=[
-            pb.PartitionProduceData(partition=0, records=records)])]), timeout=30)
-    part: pb.PartitionProduceResponse = response.topics[0].partitions[0]
-    return part
-
-
 def produce_retrying(stub: gateway_pb2_grpc.GatewayStub,
                      records: bytes) -> pb.PartitionProduceResponse:
     """As a producer does: the same bytes again while the answer is retriable."""
     answers: list[pb.PartitionProduceResponse] = []
 
     def settled() -> bool:
-        answers.append(produce(stub, records))
+        answers.append(produce(stub, TOPIC, records, timeout_ms=5_000))
         return int(answers[-1].error_code) not in RETRIABLE
 
     wait_until(settled, 60, "a non-retriable answer", interval=0.3)
     return answers[-1]
-
-
-def log_end(stub: gateway_pb2_grpc.GatewayStub) -> int:
-    response = stub.ListOffsets(pb.ListOffsetsRequest(topics=[pb.TopicListOffsets(
-        topic=TOPIC, partitions=[pb.PartitionListOffsets(partition=0, timestamp=-1)])]),
-        timeout=10)
-    offset: int = response.topics[0].partitions[0].offset
-    return offset
 
 
 def test_a_retry_after_leader_failover_gets_its_original_offsets(
@@ -78,9 +63,9 @@ def test_a_retry_after_leader_failover_gets_its_original_offsets(
         offsets.append(answer.base_offset)
     assert offsets == [0, 3, 6]
     # The same leader answers a retry from its state.
-    again = produce(stub, batch(3))
+    again = produce(stub, TOPIC, batch(3))
     assert (int(again.error_code), again.base_offset) == (ErrorCode.NONE, 3)
-    assert log_end(stub) == 9
+    assert log_end(stub, TOPIC) == 9
 
     old_leader = placement(cluster, TOPIC)[0][0]
     assert old_leader is not None
@@ -93,7 +78,7 @@ def test_a_retry_after_leader_failover_gets_its_original_offsets(
         retry = produce_retrying(stub, batch(sequence))
         assert (int(retry.error_code), retry.base_offset) == (ErrorCode.NONE, offset), \
             retry.error_message
-    assert log_end(stub) == 9
+    assert log_end(stub, TOPIC) == 9
     # It checks sequences too: a gap and a zombie's old epoch are refused, nothing written.
     gap = produce_retrying(stub, batch(12))
     assert int(gap.error_code) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, gap.error_message
@@ -104,4 +89,4 @@ def test_a_retry_after_leader_failover_gets_its_original_offsets(
     assert int(bumped.error_code) == ErrorCode.NONE
     zombie = produce_retrying(stub, batch(12))
     assert int(zombie.error_code) == ErrorCode.INVALID_PRODUCER_EPOCH, zombie.error_message
-    assert log_end(stub) == 15
+    assert log_end(stub, TOPIC) == 15
