@@ -111,9 +111,11 @@ class ProducerStateEntry:
         return replace(self, producer_epoch=epoch, batches=())
 
     def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerStateEntry:
-        entry = self.with_epoch(epoch)
-        kept = entry.batches[-(NUM_BATCHES_TO_RETAIN - 1):] if NUM_BATCHES_TO_RETAIN > 1 else ()
-        return replace(entry, batches=(*kept, batch), last_timestamp=batch.timestamp)
+        # The constructor, not replace(): this runs for every producer batch appended.
+        kept = self.batches[1 - NUM_BATCHES_TO_RETAIN:] if epoch == self.producer_epoch else ()
+        return ProducerStateEntry(self.producer_id, epoch, (*kept, batch),
+                                  self.coordinator_epoch, batch.timestamp,
+                                  self.current_txn_first_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,11 @@ class ProducerAppendInfo:
         self.origin = origin
         self.entry = current
         self.started_transactions: list[int] = []  # first offsets of transactions begun
-        self._where = f" in {partition}" if partition else ""
+        self._partition = partition
+
+    @property
+    def _where(self) -> str:
+        return f" in {self._partition}" if self._partition else ""
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.entry.producer_epoch and self.origin is not AppendOrigin.REPLICATION:
