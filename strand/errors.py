@@ -57,6 +57,13 @@ class ErrorCode(enum.IntEnum):
     GROUP_ID_NOT_FOUND = 69
     MEMBER_ID_REQUIRED = 79
     FENCED_INSTANCE_ID = 82
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    TRANSACTION_COORDINATOR_FENCED = 52
+    UNKNOWN_PRODUCER_ID = 59
+    PRODUCER_FENCED = 90
 
 
 class StrandError(Exception):
@@ -338,6 +345,52 @@ class FencedInstanceIdError(StrandError):
     code = ErrorCode.FENCED_INSTANCE_ID
 
 
+class OutOfOrderSequenceError(StrandError):
+    """A producer's batch does not follow the last sequence the partition has from it
+    (a batch in between was lost): the producer must bump its epoch (KIP-360)."""
+
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class DuplicateSequenceError(StrandError):
+    """A producer's batch repeats sequence numbers the partition already has."""
+
+    code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(StrandError):
+    """A produce request carries an epoch older than the partition has seen from this
+    producer id: a newer instance of the producer has fenced it."""
+
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(StrandError):
+    """The request does not fit the producer's transaction state (e.g. a
+    non-transactional write while its transaction is open)."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StrandError):
+    """A transaction marker comes from an older transaction coordinator."""
+
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class UnknownProducerIdError(StrandError):
+    """The partition has no state for this producer id (expired or never known)."""
+
+    code = ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+class ProducerFencedError(StrandError):
+    """The transaction coordinator has given this producer's transactional id a newer
+    epoch: this instance is a zombie and must close."""
+
+    code = ErrorCode.PRODUCER_FENCED
+
+
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: UnknownServerError,
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
@@ -385,6 +438,13 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.GROUP_ID_NOT_FOUND: GroupIdNotFoundError,
     ErrorCode.MEMBER_ID_REQUIRED: MemberIdRequiredError,
     ErrorCode.FENCED_INSTANCE_ID: FencedInstanceIdError,
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: OutOfOrderSequenceError,
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER: DuplicateSequenceError,
+    ErrorCode.INVALID_PRODUCER_EPOCH: InvalidProducerEpochError,
+    ErrorCode.INVALID_TXN_STATE: InvalidTxnStateError,
+    ErrorCode.TRANSACTION_COORDINATOR_FENCED: TransactionCoordinatorFencedError,
+    ErrorCode.UNKNOWN_PRODUCER_ID: UnknownProducerIdError,
+    ErrorCode.PRODUCER_FENCED: ProducerFencedError,
 }
 
 

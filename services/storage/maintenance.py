@@ -2,7 +2,8 @@
 
 Every ``interval`` seconds, log after log: retention (``delete_old_segments``),
 compaction when the log needs it (``cleanup.policy=compact``), the ``flush.ms``
-flush of logs that were not appended to lately, and the offsets checkpoint when the
+flush of logs that were not appended to lately, the expiry of idle producer ids
+(``producer.id.expiration.ms``), and the offsets checkpoint when the
 high watermark or the log start offset moved (so a restart after a crash starts
 from recent offsets). Logs are handled one at a time in a disk thread: a long
 compaction delays the next log's turn, never an append or a fetch.
@@ -30,6 +31,7 @@ class MaintenanceResult:
     deleted_segments: int
     cleaned: bool
     flushed: bool
+    expired_producers: int
     checkpointed: tuple[int, int]  # (high watermark, log start offset) now on disk
 
 
@@ -41,10 +43,11 @@ def maintain(partition_log: PartitionLog, cleaner: LogCleaner, now_ms: int,
     if needs_cleaning(partition_log, now_ms):
         cleaned = cleaner.clean(partition_log, now_ms) is not None
     flushed = partition_log.flush_if_due()
+    expired = len(partition_log.remove_expired_producers())
     offsets = (partition_log.high_watermark, partition_log.log_start_offset)
     if offsets != checkpointed:
         partition_log.checkpoint()
-    return MaintenanceResult(deleted, cleaned, flushed, offsets)
+    return MaintenanceResult(deleted, cleaned, flushed, expired, offsets)
 
 
 class LogMaintenance:
@@ -83,10 +86,11 @@ class LogMaintenance:
                     "topic": replica.topic, "partition": replica.partition})
             return
         replica.checkpointed = result.checkpointed
-        if result.deleted_segments or result.cleaned:
+        if result.deleted_segments or result.cleaned or result.expired_producers:
             log.info("log maintenance", extra={
                 "topic": replica.topic, "partition": replica.partition,
                 "deleted_segments": result.deleted_segments, "cleaned": result.cleaned,
+                "expired_producers": result.expired_producers,
                 "log_start_offset": partition_log.log_start_offset})
 
     def stop(self) -> None:

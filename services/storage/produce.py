@@ -6,7 +6,9 @@ Per partition: the node must lead it; the batches are validated by
 partition record and appended in a disk thread. A bad batch fails its partition
 with a typed error and nothing of that partition's request is written; other
 partitions of the request are unaffected. Appends to one partition are serialized
-in arrival order; different partitions are appended in parallel.
+in arrival order; different partitions are appended in parallel. A producer's retry
+of batches the partition already has (idempotence: ``strand.log.producer_state``) is
+answered with the offsets they were first written at, and writes nothing.
 
 acks (docs/architecture.md §3): with 0 and 1 the answer follows the leader's own append (with
 acks=0 Kafka sends no answer at all; a gRPC call always has one, and such clients
@@ -104,9 +106,10 @@ class Appender:
                 partition_log = replica.log
                 info, log_start = await self.disk.run(
                     lambda: _append_as_leader(partition_log, request.records, epoch), [replica])
-                replica.appended(info.last_offset + 1, info.size_bytes)
-                self.manager.maybe_advance_high_watermark(replica)
-            if acks == -1:
+                if not info.duplicate:  # a retry answered from producer state wrote nothing
+                    replica.appended(info.last_offset + 1, info.size_bytes)
+                    self.manager.maybe_advance_high_watermark(replica)
+            if acks == -1:  # a retry too: its first attempt may not be replicated yet
                 await _await_replication(replica, info.last_offset + 1, wait_s)
         except Exception as exc:
             if replica is not None:

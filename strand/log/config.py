@@ -158,6 +158,10 @@ TOPIC_CONFIG: dict[str, ConfigKey] = {
                   choices=("CreateTime", "LogAppendTime")),
         ConfigKey("min.insync.replicas", "int", 1, minimum=1, maximum=INT_MAX),
         ConfigKey("unclean.leader.election.enable", "bool", False),
+        # A broker setting in Kafka; per topic here, like the other log settings.
+        ConfigKey("producer.id.expiration.ms", "int", _DAY_MS, minimum=1, maximum=INT_MAX,
+                  doc="forget a producer id idle this long (its duplicates are then "
+                      "no longer recognised)"),
         # Strand never re-encodes a batch (docs/architecture.md §2): only the producer's
         # codec is kept.
         ConfigKey("compression.type", "enum", "producer", choices=("producer",)),
@@ -209,6 +213,7 @@ class LogConfig:
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False
+    producer_id_expiration_ms: int = TOPIC_CONFIG["producer.id.expiration.ms"].default
 
     @property
     def compact(self) -> bool:
@@ -249,4 +254,5 @@ class LogConfig:
             message_timestamp_type=timestamp_type,
             min_insync_replicas=get("min.insync.replicas"),
             unclean_leader_election=get("unclean.leader.election.enable"),
+            producer_id_expiration_ms=get("producer.id.expiration.ms"),
         )

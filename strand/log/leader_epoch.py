@@ -113,6 +113,19 @@ class LeaderEpochCache:
                 return requested_epoch, higher.start_offset
             return floor.epoch, higher.start_offset
 
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int,
+                          log_end_offset: int, high_watermark: int) -> int:
+        """Where a follower truncates when the leader says its log diverges after
+        (``leader_epoch``, ``leader_end_offset``) (Kafka's ``getOffsetTruncationState``)."""
+        if leader_end_offset < 0:  # the leader knows no such epoch: back to the HW
+            return high_watermark
+        epoch, local_end = self.end_offset_for(leader_epoch, log_end_offset)
+        if epoch < 0:
+            return min(leader_end_offset, log_end_offset)
+        if epoch != leader_epoch:
+            return min(local_end, log_end_offset)  # an older epoch: the next fetch goes on
+        return min(leader_end_offset, local_end, log_end_offset)
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs that start at or after ``end_offset`` (the log was truncated)."""
         with self._lock:

@@ -10,6 +10,10 @@ collector). ``close()`` and ``delete()`` do close descriptors: stop reading firs
 A failed write marks the log failed until :meth:`recover_from_failure`; a damaged
 batch is marked in the directory until :meth:`truncate_at_damage` cuts it away
 (:mod:`strand.log.failure`).
+
+Producer state (:mod:`strand.log.producer_state_manager`) follows every change: the
+leader checks producer batches and answers a retry with its original offsets,
+followers apply them, truncation rebuilds it, snapshots go with rolls and clean closes.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 
 from strand.errors import (
@@ -30,6 +33,12 @@ from strand.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
+)
+from strand.log.append import (
+    AppendInfo,
+    duplicate_info,
+    split_leader_batches,
+    stamp_leader_batches,
 )
 from strand.log.checkpoint import CLEAN_SHUTDOWN_FILE, OffsetCheckpoint
 from strand.log.config import LogConfig
@@ -42,35 +51,20 @@ from strand.log.failure import (
 from strand.log.files import Buffer, fsync_directory
 from strand.log.leader_epoch import LeaderEpochCache
 from strand.log.loader import load_segments
+from strand.log.producer_state import AppendOrigin, ProducerStateEntry
+from strand.log.producer_state_manager import ProducerStateManager
+from strand.log.reading import offset_for_timestamp, read_batches
 from strand.log.retention import deletable_prefix
 from strand.log.segment import LogSegment
-from strand.records.batch import (
-    MAGIC_POS,
-    BatchHeader,
-    TimestampType,
-    set_log_append_time,
-    split_batches,
-    stamp,
-    stamped_prefix,
-)
-from strand.records.validation import validate_producer_batch
+from strand.records.batch import BatchHeader, TimestampType, split_batches
+
+__all__ = ["AppendInfo", "PartitionLog", "wall_clock_ms"]
 
 log = logging.getLogger(__name__)
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    record_count: int
-    batch_count: int
-    size_bytes: int
 
 
 class PartitionLog:
@@ -104,6 +98,7 @@ class PartitionLog:
         self._directory_dirty = False
         self._closed = False
         self._guard = WriteGuard(directory)
+        self._producers = ProducerStateManager(directory, config.producer_id_expiration_ms)
         # The first offset a verification found untrustworthy, recorded in the
         # directory until truncate_at_damage cuts it away (None: no such mark).
         self.damaged_from = read_damage_mark(directory)
@@ -134,6 +129,7 @@ class PartitionLog:
         partition_log = cls(directory, config, loaded.segments, checkpoint, epochs, clock)
         epochs.truncate_from_end(partition_log.log_end_offset)
         epochs.truncate_from_start(partition_log.log_start_offset)
+        partition_log._rebuild_producer_state()
         if loaded.truncated_bytes or loaded.deleted_segments:
             log.warning("log recovered", extra={
                 "directory": str(directory), "truncated_bytes": loaded.truncated_bytes,
@@ -154,6 +150,7 @@ class PartitionLog:
                 self._closed = True
                 return
             self.flush()
+            self._producers.take_snapshot()
             for segment in self._segments:
                 segment.close()
             (self.directory / CLEAN_SHUTDOWN_FILE).touch()
@@ -209,6 +206,20 @@ class PartitionLog:
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
+    def producer_state(self) -> dict[int, ProducerStateEntry]:
+        """What this replica knows of each producer id (a copy)."""
+        with self._lock:
+            return dict(self._producers.table.as_mapping())
+
+    def remove_expired_producers(self) -> list[int]:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns their ids."""
+        with self._lock:
+            return self._producers.remove_expired(self._clock())
+
+    def _rebuild_producer_state(self) -> None:
+        self._producers.rebuild(self._segments, self._log_start_offset, self._next_offset,
+                                self._clock())
+
     def update_config(self, config: LogConfig) -> None:
         """Apply a changed topic configuration (Kafka's dynamic topic config).
 
@@ -218,6 +229,7 @@ class PartitionLog:
         """
         with self._lock:
             self.config = config
+            self._producers.expiration_ms = config.producer_id_expiration_ms
             for segment in self._segments:
                 segment.config = config
 
@@ -251,6 +263,7 @@ class PartitionLog:
             with self._guard.recovering() as failure, self._writing("recovery"):
                 cut = sum(segment.discard_unacknowledged() for segment in self._segments)
                 self.leader_epochs.truncate_from_end(self._next_offset)
+                self._rebuild_producer_state()
                 self._save_checkpoint()
                 fsync_directory(self.directory)
                 self._directory_dirty = False
@@ -274,48 +287,36 @@ class PartitionLog:
 
     # -- appending ----------------------------------------------------------------------------
 
-    def append_as_leader(self, records: Buffer, leader_epoch: int) -> AppendInfo:
+    def append_as_leader(self, records: Buffer, leader_epoch: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Validate producer batches, assign contiguous offsets from the log end, append.
 
-        Each batch is checked (framing, magic, CRC, size, then its records:
-        ``strand.records.validation``), then stamped in place with its base offset and
-        ``leader_epoch`` and written as it came. Nothing is written if any batch is bad.
+        Each batch is checked (:func:`strand.log.append.split_leader_batches`), its
+        producer's sequence and epoch too, then stamped in place with its base offset
+        and ``leader_epoch`` and written as it came. Nothing is written if any batch is
+        bad, nor for a producer's retry of batches the log has: the answer then is
+        where they were written first (Kafka's idempotent producer).
         """
         view = memoryview(records)
-        batches = split_batches(view)
-        if not batches:
-            raise InvalidRecordError("the request carries no record batch")
         config = self.config
-        for pos, header in batches:
-            if header.size_in_bytes > config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
-                    f"({config.max_message_bytes})"
-                )
-            validate_producer_batch(view, pos, header, require_keys=config.compact)
+        batches = split_leader_batches(view, config)
         with self._lock, self._writing("append"):
+            duplicate = self._producers.find_duplicate([header for _, header in batches])
+            if duplicate is not None:
+                return duplicate_info(duplicate, config)
             now = self._clock()
-            offset = self._next_offset
-            assigned: list[tuple[int, BatchHeader]] = []
-            pieces: list[Buffer] = []
             log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-            mutable = bytearray(view) if log_append_time else None
-            for pos, header in batches:
-                size = header.size_in_bytes
-                if mutable is not None:
-                    stamp(mutable, pos, offset, leader_epoch)
-                    set_log_append_time(mutable, pos, size, now)
-                    header = dataclasses.replace(header, max_timestamp=now)
-                else:
-                    pieces.append(stamped_prefix(view, pos, offset, leader_epoch))
-                    pieces.append(view[pos + MAGIC_POS : pos + size])
-                assigned.append((offset, header))
-                offset += header.last_offset_delta + 1
-            if mutable is not None:
-                pieces = [mutable]
+            pieces, assigned = stamp_leader_batches(
+                view, batches, self._next_offset, leader_epoch,
+                now if log_append_time else None)
+            pending = self._producers.prepare(
+                ((offset, header, view[pos : pos + header.size_in_bytes])
+                 for (pos, _), (offset, header) in zip(batches, assigned, strict=True)),
+                origin)
             if leader_epoch >= 0:  # before the data, as Kafka does: never data without it
                 self.leader_epochs.assign(leader_epoch, assigned[0][0])
             info = self._append(pieces, assigned, now)
+            self._producers.commit(pending, info.last_offset + 1)
             if log_append_time:
                 info = dataclasses.replace(info, log_append_time=now)
             return info
@@ -336,12 +337,17 @@ class PartitionLog:
                     )
                 expected = header.next_offset
             # Epochs first: a failed append leaves at most an epoch starting at the end.
+            pending = self._producers.prepare(
+                ((h.base_offset, h, view[pos : pos + h.size_in_bytes]) for pos, h in batches),
+                AppendOrigin.REPLICATION)
             for _, header in batches:
                 epoch = header.partition_leader_epoch
                 if epoch > self.leader_epochs.latest_epoch:
                     self.leader_epochs.assign(epoch, header.base_offset)
-            return self._append([view], [(h.base_offset, h) for _, h in batches],
+            info = self._append([view], [(h.base_offset, h) for _, h in batches],
                                 self._clock())
+            self._producers.commit(pending, info.last_offset + 1)
+            return info
 
     def _append(
         self, pieces: Sequence[Buffer], batches: list[tuple[int, BatchHeader]], now: int
@@ -389,6 +395,8 @@ class PartitionLog:
 
     def _roll(self, base_offset: int) -> LogSegment:
         self._segments[-1].on_become_inactive()
+        if self._producers.map_end_offset == base_offset:  # the state up to the new segment
+            self._producers.take_snapshot()
         segment = LogSegment.create(self.directory, base_offset, self.config, self._clock())
         self._set_segments([*self._segments, segment])
         self._directory_dirty = True
@@ -443,36 +451,15 @@ class PartitionLog:
         watermark for consumers. Raises OffsetOutOfRangeError outside
         [log start offset, log end offset].
         """
-        segments, bases = self._segments, self._bases
-        end = self._next_offset
-        start = self._log_start_offset
-        if offset < start or offset > end:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range: the log holds [{start}, {end})"
-            )
-        upper = end if max_offset is None else min(max_offset, end)
-        if offset >= upper:
-            return b""
-        for segment in segments[max(0, bisect_right(bases, offset) - 1) :]:
-            data = segment.read(offset, max_bytes, upper, min_one_batch)
-            if data is not None:
-                return data
-        return b""
+        return read_batches(self._segments, self._bases, self._log_start_offset,
+                            self._next_offset, offset, max_bytes, max_offset, min_one_batch)
 
     def offset_for_timestamp(
         self, timestamp: int, *, max_offset: int | None = None
     ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp``."""
-        start = self._log_start_offset
-        for segment in self._segments:
-            if segment.max_timestamp < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
-            if found is not None:
-                if max_offset is not None and found[0] >= max_offset:
-                    return None
-                return found
-        return None
+        return offset_for_timestamp(self._segments, self._log_start_offset, timestamp,
+                                    max_offset)
 
     # -- leader epochs (KIP-101) ---------------------------------------------------------------
 
@@ -495,15 +482,8 @@ class PartitionLog:
         """Where a follower truncates when the leader says its log diverges after
         (``leader_epoch``, ``leader_end_offset``) (Kafka's ``getOffsetTruncationState``)."""
         with self._lock:
-            end = self._next_offset
-            if leader_end_offset < 0:  # the leader knows no such epoch: back to the HW
-                return self._high_watermark
-            epoch, local_end = self.leader_epochs.end_offset_for(leader_epoch, end)
-            if epoch < 0:
-                return min(leader_end_offset, end)
-            if epoch != leader_epoch:
-                return min(local_end, end)  # an older epoch: the next fetch goes on
-            return min(leader_end_offset, local_end, end)
+            return self.leader_epochs.truncation_offset(
+                leader_epoch, leader_end_offset, self._next_offset, self._high_watermark)
 
     @property
     def last_epoch(self) -> int:
@@ -594,6 +574,7 @@ class PartitionLog:
         self._set_segments(keep)
         self._next_offset = keep[-1].next_offset
         self._clamp_offsets_to_end()
+        self._rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start it empty at ``offset``."""
@@ -605,6 +586,7 @@ class PartitionLog:
             self._next_offset = self._log_start_offset = offset
             self._high_watermark = self._recovery_point = self.cleaner_offset = offset
             self.leader_epochs.clear()
+            self._producers.truncate_fully_and_start_at(offset)
             self._directory_dirty = True
             self._save_checkpoint()
 
@@ -636,6 +618,7 @@ class PartitionLog:
             self._set_segments(self._segments[count:])
             for segment in doomed:
                 segment.delete_files()
+            self._producers.delete_snapshots_before(self._segments[0].base_offset)
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self.cleaner_offset = max(self.cleaner_offset, self._log_start_offset)
             self._high_watermark = max(self._high_watermark, self._log_start_offset)

@@ -146,7 +146,7 @@ class LogSegment:
 
     # -- scanning -----------------------------------------------------------------------------
 
-    def _headers_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+    def headers_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of consecutive batches from ``position`` to ``size`` (no CRC check)."""
         end = self.size
         while end - position >= HEADER_SIZE:
@@ -192,7 +192,7 @@ class LogSegment:
         """Find the next offset by scanning from the last offset index entry to the end."""
         next_offset = self.base_offset
         check_index = len(self.offset_index) > 0
-        for _, header in self._headers_from(self.offset_index.last_position):
+        for _, header in self.headers_from(self.offset_index.last_position):
             if check_index and header.base_offset != self.offset_index.last_offset:
                 raise CorruptIndexError("offset index disagrees with the batch it points at")
             check_index = False
@@ -222,7 +222,7 @@ class LogSegment:
             self._observe_timestamp(*entry)
             found = self.find_batch(entry[1])
             position = found[0] if found is not None else self.size
-        for _, header in self._headers_from(position):
+        for _, header in self.headers_from(position):
             self._observe_timestamp(header.max_timestamp, header.last_offset)
 
     def _observe_timestamp(self, timestamp: int, offset: int) -> None:
@@ -415,7 +415,7 @@ class LogSegment:
         timestamp >= ``timestamp``, or None."""
         start = max(self.time_index.lookup_before(timestamp), min_offset)
         _, position = self.offset_index.lookup(start)
-        for pos, header in self._headers_from(position):
+        for pos, header in self.headers_from(position):
             if header.max_timestamp < timestamp or header.last_offset < min_offset:
                 continue
             batch = RecordBatch(os.pread(self._fd, header.size_in_bytes, pos))

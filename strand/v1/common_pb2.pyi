@@ -56,6 +56,13 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INELIGIBLE_REPLICA: _ClassVar[ErrorCode]
     STALE_BROKER_EPOCH: _ClassVar[ErrorCode]
     UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
+    OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
+    INVALID_TXN_STATE: _ClassVar[ErrorCode]
+    TRANSACTION_COORDINATOR_FENCED: _ClassVar[ErrorCode]
+    UNKNOWN_PRODUCER_ID: _ClassVar[ErrorCode]
+    PRODUCER_FENCED: _ClassVar[ErrorCode]
 
 class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -108,6 +115,13 @@ INVALID_UPDATE_VERSION: ErrorCode
 INELIGIBLE_REPLICA: ErrorCode
 STALE_BROKER_EPOCH: ErrorCode
 UNKNOWN_TOPIC_ID: ErrorCode
+OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
+DUPLICATE_SEQUENCE_NUMBER: ErrorCode
+INVALID_PRODUCER_EPOCH: ErrorCode
+INVALID_TXN_STATE: ErrorCode
+TRANSACTION_COORDINATOR_FENCED: ErrorCode
+UNKNOWN_PRODUCER_ID: ErrorCode
+PRODUCER_FENCED: ErrorCode
 READ_UNCOMMITTED: IsolationLevel
 READ_COMMITTED: IsolationLevel
 

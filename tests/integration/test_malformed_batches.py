@@ -13,29 +13,13 @@ import grpc
 
 from strand import Admin, Consumer, NewTopic
 from strand.errors import ErrorCode
-from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 from tests.support.cluster import SdkCluster, placement
 from tests.support.malformed import ISSUE_CASES, valid_batch
+from tests.support.raw_produce import log_end, produce
 from tests.support.waiting import wait_until
 
 TOPIC = "lies"
-
-
-def produce(stub: gateway_pb2_grpc.GatewayStub, records: bytes) -> pb.PartitionProduceResponse:
-    response = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=10_000, topics=[
-        pb.TopicProduceData(topic=TOPIC, partitions=[
-            pb.PartitionProduceData(partition=0, records=records)])]), timeout=30)
-    part: pb.PartitionProduceResponse = response.topics[0].partitions[0]
-    return part
-
-
-def log_end(stub: gateway_pb2_grpc.GatewayStub) -> int:
-    response = stub.ListOffsets(pb.ListOffsetsRequest(topics=[pb.TopicListOffsets(
-        topic=TOPIC, partitions=[pb.PartitionListOffsets(partition=0, timestamp=-1)])]),
-        timeout=10)
-    offset: int = response.topics[0].partitions[0].offset
-    return offset
 
 
 def segment_bytes(data_dir: Path) -> bytes:
@@ -54,24 +38,24 @@ def test_lying_batches_are_refused_and_the_partition_stays_whole(
     expected: list[bytes] = []
 
     def good(tag: str) -> None:
-        answer = produce(stub, valid_batch(3, tag))
+        answer = produce(stub, TOPIC, valid_batch(3, tag))
         assert int(answer.error_code) == ErrorCode.NONE, answer.error_message
         expected.extend(f"{tag}-{i}".encode() for i in range(3))
 
-    wait_until(lambda: int(produce(stub, valid_batch(1, "warm")).error_code) == ErrorCode.NONE,
-               30, "the leader to take writes")
+    wait_until(lambda: int(produce(stub, TOPIC, valid_batch(1, "warm")).error_code)
+               == ErrorCode.NONE, 30, "the leader to take writes")
     expected.append(b"warm-0")
     good("before")
     for name, (build, code) in ISSUE_CASES.items():
-        end = log_end(stub)
-        answer = produce(stub, build())
+        end = log_end(stub, TOPIC)
+        answer = produce(stub, TOPIC, build())
         assert int(answer.error_code) == code, f"{name}: {answer.error_code} {answer.error_message}"
         assert answer.error_message, name
-        assert log_end(stub) == end, f"{name} moved the log end offset"
+        assert log_end(stub, TOPIC) == end, f"{name} moved the log end offset"
         # A good batch in the same request as a bad one is not written either.
-        answer = produce(stub, valid_batch(2, "dropped") + build())
+        answer = produce(stub, TOPIC, valid_batch(2, "dropped") + build())
         assert int(answer.error_code) == code, name
-        assert log_end(stub) == end, name
+        assert log_end(stub, TOPIC) == end, name
     good("after")
 
     with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
@@ -85,7 +69,7 @@ def test_lying_batches_are_refused_and_the_partition_stays_whole(
 
         wait_until(read_all, 30, "a consumer to read every valid record")
     assert got == expected
-    assert log_end(stub) == len(expected)
+    assert log_end(stub, TOPIC) == len(expected)
 
     replicas = [segment_bytes(cluster.data_dir(node)) for node in (1, 2, 3)]
     assert replicas[0] and replicas[0] == replicas[1] == replicas[2]

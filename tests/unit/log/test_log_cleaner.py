@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from strand.log import LogConfig, PartitionLog
@@ -13,10 +14,16 @@ OpenLog = Callable[..., PartitionLog]
 COMPACT = ("compact",)
 
 
+_SEQUENCE = itertools.count()
+
+
 def keyed(pairs: list[tuple[bytes, bytes | None]], *, timestamp: int,
           compression: Compression = Compression.NONE) -> bytes:
+    # Consecutive sequences: the log takes a repeated one for a producer's retry.
     builder = BatchBuilder(compression=compression, producer_id=7, producer_epoch=1,
-                           base_sequence=0)
+                           base_sequence=next(_SEQUENCE))
+    for _ in pairs[1:]:
+        next(_SEQUENCE)
     for key, value in pairs:
         builder.append(value, key=key, headers=[("h", key)], timestamp=timestamp)
     return builder.build()
@@ -43,7 +50,8 @@ def test_latest_value_per_key_offsets_and_batch_fields_kept(
         original = before_batches[header.base_offset]  # base offsets survive
         assert header.last_offset_delta == original.last_offset_delta
         assert header.compression == original.compression
-        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 0)
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (
+            7, 1, original.base_sequence)
         assert header.partition_leader_epoch == original.partition_leader_epoch
     assert log.cleaner_offset == log.active_segment.base_offset
 

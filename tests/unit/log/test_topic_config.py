@@ -13,6 +13,7 @@ def test_defaults_match_kafka() -> None:
     assert config.retention_ms == 7 * 24 * 3600 * 1000
     assert config.cleanup_policy == ("delete",)
     assert config.max_message_bytes == 1048588
+    assert config.producer_id_expiration_ms == 86_400_000
     assert config == LogConfig()
 
 
@@ -23,7 +24,9 @@ def test_typed_parsing() -> None:
         "min.cleanable.dirty.ratio": "0.25",
         "message.timestamp.type": "logappendtime",
         "unclean.leader.election.enable": "true",
+        "producer.id.expiration.ms": "60000",
     })
+    assert config.producer_id_expiration_ms == 60_000
     assert config.segment_bytes == 1048576
     assert config.compact and config.delete
     assert config.min_cleanable_dirty_ratio == 0.25
@@ -47,6 +50,9 @@ def test_typed_parsing() -> None:
         ({"unclean.leader.election.enable": "yes"}, "true or false"),
         ({"compression.type": "lz4"}, "producer"),
         ({"min.insync.replicas": "0"}, ">= 1"),
+        ({"producer.id.expiration.ms": "0"}, "producer.id.expiration.ms: must be an integer "
+                                             "(int) >= 1"),
+        ({"producer.id.expiration.ms": str(1 << 31)}, "<= 2147483647"),
         ({"segment.bytes": True}, "segment.bytes"),
         # issue 11: which config, what value, what is expected; no Python internals
         ({"retention.ms": "abc"}, "invalid value 'abc' for configuration retention.ms: "
