@@ -57,6 +57,14 @@ class ErrorCode(enum.IntEnum):
     GROUP_ID_NOT_FOUND = 69
     MEMBER_ID_REQUIRED = 79
     FENCED_INSTANCE_ID = 82
+    # the transaction coordinator (KIP-98, KIP-588, KIP-664)
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTION_COORDINATOR_FENCED = 52
+    PRODUCER_FENCED = 90
+    TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
 class StrandError(Exception):
@@ -338,6 +346,53 @@ class FencedInstanceIdError(StrandError):
     code = ErrorCode.FENCED_INSTANCE_ID
 
 
+class InvalidTxnStateError(StrandError):
+    """The transaction is not in a state that allows the call (a commit with no
+    open transaction, an abort after a commit): begin a transaction first."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+
+
+class InvalidProducerIdMappingError(StrandError):
+    """The producer id is not the one the coordinator holds for this transactional
+    id (unknown id, or another instance took it over): call InitProducerId again."""
+
+    code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+class InvalidTransactionTimeoutError(StrandError):
+    """transaction.timeout.ms is not in 1..transaction.max.timeout.ms."""
+
+    code = ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
+class ConcurrentTransactionsError(StrandError):
+    """The previous transaction of this id is still completing: retry shortly."""
+
+    code = ErrorCode.CONCURRENT_TRANSACTIONS
+    retriable = True
+
+
+class TransactionCoordinatorFencedError(StrandError):
+    """A newer owner of the transaction's shard exists: this coordinator stops."""
+
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class ProducerFencedError(StrandError):
+    """A newer instance with the same transactional id (a higher epoch) exists: this
+    producer is a zombie and must be closed (fatal)."""
+
+    code = ErrorCode.PRODUCER_FENCED
+
+
+class TransactionalIdNotFoundError(StrandError):
+    """The coordinator has no state for this transactional id (never used, or expired
+    after transactional.id.expiration.ms)."""
+
+    code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: UnknownServerError,
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
@@ -385,6 +440,13 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.GROUP_ID_NOT_FOUND: GroupIdNotFoundError,
     ErrorCode.MEMBER_ID_REQUIRED: MemberIdRequiredError,
     ErrorCode.FENCED_INSTANCE_ID: FencedInstanceIdError,
+    ErrorCode.INVALID_TXN_STATE: InvalidTxnStateError,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: InvalidProducerIdMappingError,
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: InvalidTransactionTimeoutError,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ConcurrentTransactionsError,
+    ErrorCode.TRANSACTION_COORDINATOR_FENCED: TransactionCoordinatorFencedError,
+    ErrorCode.PRODUCER_FENCED: ProducerFencedError,
+    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: TransactionalIdNotFoundError,
 }
 
 

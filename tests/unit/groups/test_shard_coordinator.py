@@ -12,7 +12,7 @@ import pytest
 
 from services.groups.coordinator import ShardCoordinator
 from services.groups.membership import GroupState, Protocol
-from services.groups.offset_store import Record
+from strand.coordination.shard_log import Record
 from services.groups.records import OffsetValue
 from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
