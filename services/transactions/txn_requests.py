@@ -118,6 +118,14 @@ def init_producer_id(metadata: TransactionMetadata, timeout_ms: int,
         return metadata.prepare_increment_epoch(
             timeout_ms, None if expected is None else expected.epoch, now_ms)
     if state is TxnState.ONGOING:
+        if expected is not None and (expected.producer_id, expected.epoch) != (
+                metadata.producer_id, metadata.producer_epoch):
+            # Kafka fences here whatever the expected epoch; an older one is a zombie,
+            # which must not abort the current instance's transaction.
+            raise ProducerFencedError(
+                f"transactional id {metadata.transactional_id!r} has a transaction open "
+                f"under epoch {metadata.producer_epoch} of producer {metadata.producer_id}, "
+                f"not {expected.epoch} of {expected.producer_id}: a newer instance exists")
         return metadata.prepare_fence_epoch()
     raise IllegalTransitionError(
         f"{metadata.transactional_id!r} is {state.kafka_name}, a state never entered")

@@ -20,7 +20,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
-from services.transactions.txn_metadata import TopicPartition, TransactionMetadata, TxnTransit
+from services.transactions.txn_metadata import (
+    NO_PRODUCER_EPOCH,
+    TopicPartition,
+    TransactionMetadata,
+    TxnTransit,
+)
 from services.transactions.txn_records import decode_key, decode_value, record
 from services.transactions.txn_state import TxnState
 from strand.coordination.shard_log import Record
@@ -109,6 +114,15 @@ class TransactionStore:
         """The id's metadata: ``metadata`` for an id not yet known (InitProducerId of a
         new id; nothing is written until its first transition)."""
         return self._ids.setdefault(metadata.transactional_id, metadata)
+
+    def abort_pending(self, metadata: TransactionMetadata) -> None:
+        """The pending transit of ``metadata`` was not written: forget it, and forget
+        an id whose first record this was, so memory holds only what the log holds
+        (the retried InitProducerId starts the id afresh)."""
+        metadata.abort_pending()
+        if metadata.producer_epoch == NO_PRODUCER_EPOCH \
+                and self._ids.get(metadata.transactional_id) is metadata:
+            del self._ids[metadata.transactional_id]
 
     def remove(self, transactional_id: str, transit: TxnTransit) -> bool:
         """The tombstone of an expiring id is written: forget the id, unless it moved

@@ -90,7 +90,7 @@ def test_a_transaction_commits_and_the_next_begins() -> None:
     assert prepare is not None and prepare.state is S.PREPARE_COMMIT
     shard.write(metadata, prepare)
     shard.finish("app")
-    assert metadata.state is S.COMPLETE_COMMIT and not metadata.partitions
+    assert shard.metadata("app").state is S.COMPLETE_COMMIT and not metadata.partitions
     # a retried commit is answered success; an abort now is refused
     assert end_txn(metadata, "app", metadata.producer_id, 0, True, shard.now_ms) is None
     unchanged(metadata, InvalidTxnStateError,

@@ -31,7 +31,7 @@ class Shard:
               fail: bool = False) -> None:
         """Write ``transit``'s record and complete it, or fail the write."""
         if fail:
-            metadata.abort_pending()
+            self.store.abort_pending(metadata)
             return
         self.log.append(record(metadata.transactional_id, transit))
         before = metadata.state
