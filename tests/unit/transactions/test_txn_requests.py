@@ -58,19 +58,6 @@ def test_the_table_is_kafkas() -> None:
     assert [int(s) for s in S] == list(range(8))  # Kafka's state ids
 
 
-def ongoing(shard: Shard, tid: str = "app", *parts: tuple[str, int]) -> TransactionMetadata:
-    """``tid`` with a transaction open over ``parts`` (initialised first if new)."""
-    if shard.store.get(tid) is None:
-        shard.init(tid)
-    metadata = shard.store.get(tid)
-    assert metadata is not None
-    transit = add_partitions(metadata, tid, metadata.producer_id, metadata.producer_epoch,
-                             parts or [("orders", 0)], shard.now_ms)
-    assert transit is not None
-    shard.write(metadata, transit)
-    return metadata
-
-
 def unchanged(metadata: TransactionMetadata, error: type[StrandError], call: object) -> None:
     before = copy.copy(metadata)
     with pytest.raises(error):
@@ -82,7 +69,7 @@ def test_a_transaction_commits_and_the_next_begins() -> None:
     shard = Shard()
     first = shard.init("app")
     assert (first.producer_epoch, first.last_producer_epoch) == (0, -1)
-    metadata = ongoing(shard, "app", ("orders", 0), ("audit", 3))
+    metadata = shard.open("app", ("orders", 0), ("audit", 3))
     assert metadata.state is S.ONGOING and metadata.start_ms == shard.now_ms
     # partitions already in the transaction: nothing to write
     assert add_partitions(metadata, "app", metadata.producer_id, 0, [("orders", 0)], 1) is None
@@ -109,7 +96,7 @@ def test_commit_with_no_open_transaction_is_invalid_txn_state() -> None:
 
 def test_init_producer_id_bumps_the_epoch_and_fences_the_old_instance() -> None:
     shard = Shard()
-    metadata = ongoing(shard)
+    metadata = shard.open("app")
     old = (metadata.producer_id, metadata.producer_epoch)
     fence = shard.init("app")  # a new instance while a transaction is open
     assert fence.state is S.PREPARE_EPOCH_FENCE and fence.producer_epoch == 1
@@ -130,7 +117,7 @@ def test_init_producer_id_bumps_the_epoch_and_fences_the_old_instance() -> None:
 
 def test_timeout_aborts_with_an_epoch_bump() -> None:
     shard = Shard()
-    metadata = ongoing(shard)
+    metadata = shard.open("app")
     pid, epoch = metadata.producer_id, metadata.producer_epoch
     assert shard.store.timed_out(shard.now_ms + 60_000) == []
     (late,) = shard.store.timed_out(shard.now_ms + 60_001)
@@ -148,7 +135,7 @@ def test_timeout_aborts_with_an_epoch_bump() -> None:
 
 def test_a_failed_fence_write_leaves_the_epoch_and_retries_with_the_same() -> None:
     shard = Shard()
-    metadata = ongoing(shard)
+    metadata = shard.open("app")
     first = abort_timed_out(metadata, metadata.producer_id)
     assert first is not None
     abort = end_txn(metadata, "app", metadata.producer_id, first.producer_epoch, False, 1,
@@ -209,7 +196,7 @@ def test_unknown_id_or_producer_is_invalid_producer_id_mapping() -> None:
     with pytest.raises(InvalidProducerIdMappingError):
         end_txn(None, "nobody", 1, 0, True, 0)
     shard = Shard()
-    metadata = ongoing(shard)
+    metadata = shard.open("app")
     unchanged(metadata, InvalidProducerIdMappingError,
               lambda: add_partitions(metadata, "app", 999, 0, [("t", 0)], 0))
     unchanged(metadata, InvalidProducerIdMappingError,
@@ -218,7 +205,7 @@ def test_unknown_id_or_producer_is_invalid_producer_id_mapping() -> None:
 
 def test_changes_while_completing_are_concurrent_transactions() -> None:
     shard = Shard()
-    metadata = ongoing(shard)
+    metadata = shard.open("app")
     prepare = end_txn(metadata, "app", metadata.producer_id, 0, True, 1)
     assert prepare is not None
     # the PrepareCommit is being written
@@ -251,7 +238,7 @@ def test_offsets_partition_is_the_groups_shard() -> None:
 
 def test_verify_partitions_is_kip_890_part_1() -> None:
     shard = Shard()
-    metadata = ongoing(shard, "app", ("orders", 0))
+    metadata = shard.open("app", ("orders", 0))
     assert verify_partitions(metadata, "app", metadata.producer_id, 0,
                              [("orders", 0), ("orders", 1)]) == {
         ("orders", 0): ErrorCode.NONE, ("orders", 1): ErrorCode.INVALID_TXN_STATE}

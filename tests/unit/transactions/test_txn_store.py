@@ -7,7 +7,7 @@ import pytest
 
 from services.transactions.txn_metadata import TxnTransit
 from services.transactions.txn_records import encode_key, record
-from services.transactions.txn_requests import add_partitions, end_txn
+from services.transactions.txn_requests import end_txn
 from services.transactions.txn_state import TxnState
 from services.transactions.txn_store import DEFAULT_ID_EXPIRATION_MS, TransactionStore
 from strand.errors import CorruptRecordError, TransactionalIdNotFoundError
@@ -52,10 +52,7 @@ def test_timed_out_is_ongoing_past_its_timeout_only() -> None:
     shard = Shard()
     shard.init("slow")
     shard.init("idle")
-    metadata = shard.metadata("slow")
-    add = add_partitions(metadata, "slow", metadata.producer_id, 0, [("t", 0)], 1_000)
-    assert add is not None
-    shard.write(metadata, add)
+    metadata = shard.open("slow", ("t", 0))
     assert shard.store.timed_out(61_000) == []
     assert [t.transactional_id for t in shard.store.timed_out(61_001)] == ["slow"]
     end = end_txn(metadata, "slow", metadata.producer_id, 0, False, 2_000)
@@ -68,10 +65,7 @@ def test_ids_expire_after_seven_days_unless_a_transaction_is_open() -> None:
     shard = Shard()
     shard.init("old")
     shard.init("open")
-    metadata = shard.metadata("open")
-    add = add_partitions(metadata, "open", metadata.producer_id, 0, [("t", 0)], 1_000)
-    assert add is not None
-    shard.write(metadata, add)
+    shard.open("open", ("t", 0))
     assert shard.store.expire(1_000 + DEFAULT_ID_EXPIRATION_MS - 1) == []
     (expiring,) = shard.store.expire(1_000 + DEFAULT_ID_EXPIRATION_MS)
     assert expiring.transactional_id == "old" and expiring.tombstone.value is None
@@ -98,10 +92,8 @@ def test_list_transactions_filters() -> None:
     shard = Shard()
     for tid in ("a", "b", "c"):
         shard.init(tid)
-    b = shard.metadata("b")
-    add = add_partitions(b, "b", b.producer_id, 0, [("t", 0)], 500)
-    assert add is not None
-    shard.write(b, add)
+    shard.now_ms = 500
+    shard.open("b", ("t", 0))
     listing = shard.store.list_transactions()
     assert [(t.transactional_id, t.state) for t in listing.transactions] == [
         ("a", S.EMPTY), ("b", S.ONGOING), ("c", S.EMPTY)]
@@ -123,10 +115,8 @@ def test_list_transactions_filters() -> None:
 def test_describe_transactions() -> None:
     shard = Shard()
     shard.init("a")
-    a = shard.metadata("a")
-    add = add_partitions(a, "a", a.producer_id, 0, [("t", 1), ("s", 0)], 500)
-    assert add is not None
-    shard.write(a, add)
+    shard.now_ms = 500
+    a = shard.open("a", ("t", 1), ("s", 0))
     described = shard.store.describe("a")
     assert (described.state, described.producer_id, described.producer_epoch,
             described.timeout_ms, described.start_ms, described.partitions) == (

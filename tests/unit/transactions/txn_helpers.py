@@ -6,10 +6,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from services.transactions.txn_metadata import TransactionMetadata, TxnTransit
+from services.transactions.txn_metadata import TopicPartition, TransactionMetadata, TxnTransit
 from services.transactions.txn_records import record
 from services.transactions.txn_requests import (
     ProducerIdAndEpoch,
+    add_partitions,
     complete_txn,
     end_txn,
     init_producer_id,
@@ -60,6 +61,19 @@ class Shard:
         else:
             self.write(metadata, transit)
         return transit
+
+    def open(self, transactional_id: str, *partitions: TopicPartition) -> TransactionMetadata:
+        """``transactional_id`` (initialised first if new) with a transaction open over
+        ``partitions`` (``orders-0`` by default), started now."""
+        if self.store.get(transactional_id) is None:
+            self.init(transactional_id)
+        metadata = self.metadata(transactional_id)
+        transit = add_partitions(metadata, transactional_id, metadata.producer_id,
+                                 metadata.producer_epoch, partitions or [("orders", 0)],
+                                 self.now_ms)
+        assert transit is not None
+        self.write(metadata, transit)
+        return metadata
 
     def finish(self, transactional_id: str) -> None:
         """The markers of a Prepare* transaction are written: complete it."""
