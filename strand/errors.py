@@ -61,9 +61,13 @@ class ErrorCode(enum.IntEnum):
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
     INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
     TRANSACTION_COORDINATOR_FENCED = 52
     UNKNOWN_PRODUCER_ID = 59
     PRODUCER_FENCED = 90
+    TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
 class StrandError(Exception):
@@ -366,14 +370,36 @@ class InvalidProducerEpochError(StrandError):
 
 
 class InvalidTxnStateError(StrandError):
-    """The request does not fit the producer's transaction state (e.g. a
-    non-transactional write while its transaction is open)."""
+    """The request does not fit the producer's transaction state: a commit with no
+    open transaction, an abort after a commit, a non-transactional write while its
+    transaction is open."""
 
     code = ErrorCode.INVALID_TXN_STATE
 
 
+class InvalidProducerIdMappingError(StrandError):
+    """The producer id is not the one the coordinator holds for this transactional
+    id (unknown id, or another instance took it over): call InitProducerId again."""
+
+    code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+class InvalidTransactionTimeoutError(StrandError):
+    """transaction.timeout.ms is not in 1..transaction.max.timeout.ms."""
+
+    code = ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
+class ConcurrentTransactionsError(StrandError):
+    """The previous transaction of this id is still completing: retry shortly."""
+
+    code = ErrorCode.CONCURRENT_TRANSACTIONS
+    retriable = True
+
+
 class TransactionCoordinatorFencedError(StrandError):
-    """A transaction marker comes from an older transaction coordinator."""
+    """A transaction marker, or a shard owner's write, comes from an older transaction
+    coordinator: a newer owner of the transaction's shard exists."""
 
     code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
@@ -389,6 +415,13 @@ class ProducerFencedError(StrandError):
     epoch: this instance is a zombie and must close."""
 
     code = ErrorCode.PRODUCER_FENCED
+
+
+class TransactionalIdNotFoundError(StrandError):
+    """The coordinator has no state for this transactional id (never used, or expired
+    after transactional.id.expiration.ms)."""
+
+    code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 
 
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
@@ -444,6 +477,10 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.INVALID_TXN_STATE: InvalidTxnStateError,
     ErrorCode.TRANSACTION_COORDINATOR_FENCED: TransactionCoordinatorFencedError,
     ErrorCode.UNKNOWN_PRODUCER_ID: UnknownProducerIdError,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: InvalidProducerIdMappingError,
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: InvalidTransactionTimeoutError,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ConcurrentTransactionsError,
+    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: TransactionalIdNotFoundError,
     ErrorCode.PRODUCER_FENCED: ProducerFencedError,
 }
 

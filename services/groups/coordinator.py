@@ -28,10 +28,9 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Protocol as TypingProtocol
 
 from services.groups.membership import Group, GroupState, JoinOutcome, Member, Protocol
-from services.groups.offset_store import DEFAULT_RETENTION_MS, OffsetStore, Record
+from services.groups.offset_store import DEFAULT_RETENTION_MS, OffsetStore
 from services.groups.records import (
     GroupKey,
     GroupValue,
@@ -44,6 +43,7 @@ from services.groups.records import (
     encode_value,
 )
 from services.groups.topics import TopicDirectory, TopicIdentity, belongs
+from strand.coordination.shard_log import Record, ShardLog
 from strand.errors import (
     ErrorCode,
     StrandError,
@@ -58,16 +58,6 @@ TopicPartition = tuple[str, int]
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
 JOIN_ANSWER_MARGIN_MS = 5000
 ORPHAN_RETRY_MS = 1000  # removing a deleted topic's offsets failed: try again after
-
-
-class ShardLog(TypingProtocol):
-    """Partition ``shard`` of __consumer_offsets (through the gateway)."""
-
-    async def append(self, records: Sequence[Record]) -> None:
-        """Write with acks=all; raise (a StrandError) if that did not happen."""
-
-    async def read_all(self) -> list[tuple[bytes, bytes | None]]:
-        """Every (key, value) from the log start to the high watermark."""
 
 
 def monotonic_ms() -> float:

@@ -14,7 +14,6 @@ names them for removal.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from services.groups.records import (
     GroupKey,
@@ -28,6 +27,7 @@ from services.groups.records import (
     encode_key,
     encode_value,
 )
+from strand.coordination.shard_log import Record
 from strand.errors import InvalidRequestError, OffsetMetadataTooLargeError
 
 __all__ = ["DEFAULT_RETENTION_MS", "MAX_METADATA_BYTES", "OffsetMetadataTooLargeError",
@@ -39,12 +39,6 @@ MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 TopicPartition = tuple[str, int]
 # Is the offset committed for this partition still the live topic's? (see topics.py)
 Live = Callable[[TopicPartition, OffsetValue], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    key: bytes
-    value: bytes | None  # None: a tombstone
 
 
 class OffsetStore:

@@ -24,13 +24,13 @@ from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS, Sha
 from services.groups.membership import Protocol
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.records import OffsetValue
-from services.groups.shard_log import GatewayShardLog
 from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
 from strand.coordination.ownership import ShardOwnership, ShardSpace
+from strand.coordination.shard_log import GatewayShardLog
 from strand.coordination.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode, StrandError
 from strand.producer import Producer
@@ -388,7 +388,8 @@ class GroupsProcess:
         assert self._producer is not None
         self.servicer.loading.add(shard)
         coordinator = ShardCoordinator(
-            shard, GatewayShardLog(self._producer, self.settings.bootstrap, shard), self.topics,
+            shard, GatewayShardLog(self._producer, self.settings.bootstrap, GROUP_TOPIC, shard),
+            self.topics,
             initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms,
             retention_ms=self.settings.offsets_retention_ms,
             retention_check_interval_ms=self.settings.offsets_retention_check_interval_ms)

@@ -1,9 +1,10 @@
-"""Which shard (partition of ``__consumer_offsets``) holds a group, and which
+"""Which shard (partition of a coordinator's internal topic) holds a key, and which
 coordinator instance should own each shard.
 
-* A group's shard is Kafka's: ``abs(java_string_hash(group_id)) % shards``, so the
-  same group maps to the same partition number as in a Kafka cluster with the same
-  ``offsets.topic.num.partitions``.
+* A key's shard is Kafka's: ``abs(java_string_hash(key)) % shards``, so a group id
+  (``__consumer_offsets``) or a transactional id (``__transaction_state``) maps to
+  the same partition number as in a Kafka cluster with the same
+  ``offsets.topic.num.partitions`` / ``transaction.state.log.num.partitions``.
 * Ownership: every live coordinator instance ranks every shard by rendezvous
   (highest-random-weight) hashing; the top instance should own it. When an instance
   joins or leaves only the shards it wins or loses move, and every instance agrees
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Sequence
 __all__ = [
     "DEFAULT_SHARDS",
     "GROUP_TOPIC",
+    "TRANSACTION_TOPIC",
     "java_string_hash",
     "preferred_owner",
     "shard_for",
@@ -27,6 +29,7 @@ __all__ = [
 ]
 
 GROUP_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
 DEFAULT_SHARDS = 12  # Kafka's default is 50; a dev cluster does not need that many
 
 
@@ -39,11 +42,12 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def shard_for(group_id: str, shards: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (``abs`` of MIN_VALUE is 0)."""
+def shard_for(key: str, shards: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode) % partitions`` (``abs`` of MIN_VALUE is 0):
+    its ``partitionFor`` of a group id and of a transactional id alike."""
     if shards < 1:
         raise ValueError(f"shards must be >= 1, got {shards}")
-    h = java_string_hash(group_id)
+    h = java_string_hash(key)
     return (0 if h == -(1 << 31) else abs(h)) % shards
 
 

@@ -60,9 +60,13 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
     INVALID_TXN_STATE: _ClassVar[ErrorCode]
+    INVALID_PRODUCER_ID_MAPPING: _ClassVar[ErrorCode]
+    INVALID_TRANSACTION_TIMEOUT: _ClassVar[ErrorCode]
+    CONCURRENT_TRANSACTIONS: _ClassVar[ErrorCode]
     TRANSACTION_COORDINATOR_FENCED: _ClassVar[ErrorCode]
     UNKNOWN_PRODUCER_ID: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
+    TRANSACTIONAL_ID_NOT_FOUND: _ClassVar[ErrorCode]
 
 class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -119,9 +123,13 @@ OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
 DUPLICATE_SEQUENCE_NUMBER: ErrorCode
 INVALID_PRODUCER_EPOCH: ErrorCode
 INVALID_TXN_STATE: ErrorCode
+INVALID_PRODUCER_ID_MAPPING: ErrorCode
+INVALID_TRANSACTION_TIMEOUT: ErrorCode
+CONCURRENT_TRANSACTIONS: ErrorCode
 TRANSACTION_COORDINATOR_FENCED: ErrorCode
 UNKNOWN_PRODUCER_ID: ErrorCode
 PRODUCER_FENCED: ErrorCode
+TRANSACTIONAL_ID_NOT_FOUND: ErrorCode
 READ_UNCOMMITTED: IsolationLevel
 READ_COMMITTED: IsolationLevel
 

@@ -12,12 +12,12 @@ import pytest
 
 from services.groups.coordinator import ShardCoordinator
 from services.groups.membership import GroupState, Protocol
-from services.groups.offset_store import Record
 from services.groups.records import OffsetValue
 from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import TopicRecord
+from strand.coordination.shard_log import Record
 from strand.errors import (
     ErrorCode,
     NotEnoughReplicasError,
