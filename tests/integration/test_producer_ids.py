@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -101,7 +102,7 @@ async def pid_block(etcd: EtcdServices) -> ProducerIdBlockRecord | None:
 
 def assert_disjoint(blocks: list[ProducerIdsBlock]) -> None:
     ordered = sorted(blocks, key=lambda b: b.first)
-    for earlier, later in zip(ordered, ordered[1:], strict=False):
+    for earlier, later in itertools.pairwise(ordered):
         assert later.first > earlier.last, f"{earlier} overlaps {later}"
 
 
@@ -114,7 +115,7 @@ def test_a_new_controller_continues_from_pid_block_after_a_sigkill(
                 instance(client, cache, "txn-a") as txn:
             before = [await txn.allocate() for _ in range(3)]
             refused = await ask(standby.address, "txn-a", txn.epoch)
-            assert refused.error_code == ErrorCode.NOT_CONTROLLER, refused
+            assert ErrorCode(refused.error_code) == ErrorCode.NOT_CONTROLLER, refused
             active.kill()  # SIGKILL: no resignation, its lease expires
             after = [await txn.allocate() for _ in range(2)]
             assert cache.controller is not None
@@ -147,20 +148,20 @@ def test_stale_unknown_and_bad_callers_are_refused_and_nothing_is_written(
                         ("", epoch, ErrorCode.INVALID_REQUEST),
                         ("../brokers/1", epoch, ErrorCode.INVALID_REQUEST)]:
                     response = await ask(address, who, their_epoch)
-                    assert response.error_code == code, (who, their_epoch, response)
+                    assert ErrorCode(response.error_code) == code, (who, their_epoch, response)
                     assert response.error_message
                     assert response.count == 0
                 assert await pid_block(client) is None  # nothing granted, nothing written
                 assert (await txn.allocate()).first == 0
             # The instance stopped: its lease was revoked, its registration is gone.
             refused = await ask(address, "txn-b", epoch)
-            assert refused.error_code == ErrorCode.STALE_BROKER_EPOCH, refused
+            assert ErrorCode(refused.error_code) == ErrorCode.STALE_BROKER_EPOCH, refused
             assert "txn-b" in refused.error_message
             # Registered again (a new incarnation): the old epoch stays refused.
             async with instance(client, cache, "txn-b") as again:
                 assert again.epoch != epoch
                 refused = await ask(address, "txn-b", epoch)
-                assert refused.error_code == ErrorCode.STALE_BROKER_EPOCH, refused
+                assert ErrorCode(refused.error_code) == ErrorCode.STALE_BROKER_EPOCH, refused
                 try:
                     await allocate_producer_ids(cache, "txn-b", epoch)
                 except StaleBrokerEpochError:
@@ -174,7 +175,7 @@ def test_stale_unknown_and_bad_callers_are_refused_and_nothing_is_written(
                 last = ProducerIdBlockRecord(MAX_PRODUCER_ID - 500)
                 await client.kv.put(KEYS.pid_block, last.to_json())
                 response = await ask(address, "txn-b", again.epoch)
-                assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR, response
+                assert ErrorCode(response.error_code) == ErrorCode.UNKNOWN_SERVER_ERROR, response
                 assert "producer ids exhausted" in response.error_message
                 assert await pid_block(client) == last
 
