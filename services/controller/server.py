@@ -30,6 +30,7 @@ from services.controller.admin import (
 from services.controller.failover import PartitionStateKeeper
 from services.controller.leadership import IsrChange
 from services.controller.limits import RequestLimits
+from services.controller.producer_ids import ProducerIdControl
 from services.controller.topic_rules import INTERNAL_TOPICS
 from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
@@ -77,6 +78,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         self._admin_lock = asyncio.Lock()
         self.partitions = PartitionStateKeeper(cache, self._admin_lock,
                                                preferred_leader_interval_s)
+        self.producer_ids = ProducerIdControl()
 
     async def _run(
         self, name: str, plan: Callable[[MetadataCache], Plan], validate_only: bool
@@ -215,6 +217,23 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             _set_error(response, exc, "ControlledShutdown", broker=request.broker_id)
         log.info("controlled shutdown", extra={
             "broker": request.broker_id, "remaining": response.remaining_leaderships})
+        return response
+
+    async def AllocateProducerIds(
+        self, request: pb_ctl.AllocateProducerIdsRequest, context: grpc.aio.ServicerContext
+    ) -> pb_ctl.AllocateProducerIdsResponse:
+        response = pb_ctl.AllocateProducerIdsResponse()
+        writer = self._active_writer(response)
+        if writer is None:
+            return response
+        try:
+            block = await self.producer_ids.allocate(writer, request.coordinator_id,
+                                                     request.coordinator_epoch)
+        except Exception as exc:
+            _set_error(response, exc, "AllocateProducerIds", coordinator=request.coordinator_id)
+            return response
+        response.first_producer_id = block.first
+        response.count = block.size
         return response
 
     async def AlterPartitionReassignments(

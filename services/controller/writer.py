@@ -1,4 +1,5 @@
-"""Applies admin plans to etcd, every transaction fenced by the controller's epoch.
+"""Every write of the controller to etcd (admin plans, partition records, producer-id
+blocks), each transaction fenced by the controller's epoch.
 
 etcd caps a transaction at 128 operations by default, so a topic's partition records
 are written first, in fenced chunks, and the topic record last: a topic exists
@@ -19,10 +20,23 @@ from etcd3aio.kv import KVService
 from services.controller.admin import Plan
 from strand.cluster.etcd import ControllerElection, EtcdServices
 from strand.cluster.keys import KeySpace
-from strand.cluster.model import PartitionRecord
-from strand.errors import NotControllerError, TopicAlreadyExistsError
+from strand.cluster.model import (
+    PartitionRecord,
+    ProducerIdBlockRecord,
+    ProducerIdsBlock,
+    next_producer_ids_block,
+)
+from strand.errors import (
+    InvalidUpdateVersionError,
+    NotControllerError,
+    StaleBrokerEpochError,
+    TopicAlreadyExistsError,
+)
 
 MAX_OPS_PER_TXN = 100
+# pid-block compare-and-swaps lost in a row before giving up: only another writer of
+# the key makes one fail, and the fence leaves none but this controller.
+PID_BLOCK_ATTEMPTS = 5
 
 
 class MetadataWriter:
@@ -64,6 +78,44 @@ class MetadataWriter:
         return await self._fenced_txn([_compare_mod_revision(key, expected_revision)],
                                       [KVService.txn_op_put(key, record.to_json())])
 
+    async def allocate_producer_ids(self, coordinator_id: str, coordinator_epoch: int,
+                                    size: int) -> ProducerIdsBlock:
+        """Grant the next block of producer ids to the coordinator instance registered
+        as ``coordinators/<coordinator_id>`` under lease ``coordinator_epoch``.
+
+        One transaction: this controller still holds its election, ``pid-block`` is
+        still what was read (compare on its revision: a block is never granted twice,
+        not even by two controllers that both believe they are active), and the
+        caller's registration lives under that lease (KIP-380's broker epoch check,
+        atomic with the grant). Callers check ``coordinator_epoch > 0`` first: a
+        missing key compares as lease 0.
+        """
+        kv = KVService
+        key = self.keys.pid_block
+        registration = self.keys.coordinator(coordinator_id)
+        caller = [_compare_exists(registration),
+                  _compare_lease(registration, coordinator_epoch)]
+        for _ in range(PID_BLOCK_ATTEMPTS):
+            current = await self.etcd.kv.get(key)
+            if current.kvs:
+                record = ProducerIdBlockRecord.from_json(current.kvs[0].value)
+                unchanged = _compare_mod_revision(key, current.kvs[0].mod_revision)
+            else:
+                record, unchanged = None, kv.txn_compare_create_revision(key, 0)
+            block = next_producer_ids_block(record, size)
+            granted = ProducerIdBlockRecord(block.next_first, coordinator_id, coordinator_epoch)
+            if await self._fenced_txn([*caller, unchanged],
+                                      [kv.txn_op_put(key, granted.to_json())]) is not None:
+                return block
+            held = await self.etcd.kv.get(registration)
+            if not held.kvs or held.kvs[0].lease != coordinator_epoch:
+                raise StaleBrokerEpochError(
+                    f"coordinator {coordinator_id!r} is not registered under lease "
+                    f"{coordinator_epoch} (not registered, or registered again since): only "
+                    "the live instance itself may ask for producer ids")
+        raise InvalidUpdateVersionError(
+            f"pid-block changed under every one of {PID_BLOCK_ATTEMPTS} attempts; retry")
+
     async def _txn(self, compares: Sequence[Any], ops: Sequence[Any]) -> int:
         revision = await self._fenced_txn(compares, ops)
         if revision is None:
@@ -90,3 +142,12 @@ def _compare_mod_revision(key: str, revision: int) -> Compare:
     """etcd3aio has helpers for value, version and create revision; this is the fourth."""
     return Compare(result=Compare.EQUAL, target=Compare.MOD, key=key.encode(),
                    mod_revision=revision)
+
+
+def _compare_lease(key: str, lease: int) -> Compare:
+    return Compare(result=Compare.EQUAL, target=Compare.LEASE, key=key.encode(), lease=lease)
+
+
+def _compare_exists(key: str) -> Compare:
+    return Compare(result=Compare.GREATER, target=Compare.CREATE, key=key.encode(),
+                   create_revision=0)

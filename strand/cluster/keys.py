@@ -6,6 +6,7 @@
     <root>/<cluster>/partitions/<topic>/<partition>
     <root>/<cluster>/coordinators/<instance id>      group coordinator instances (lease)
     <root>/<cluster>/shards/groups/<shard>           the owner of a group shard (lease)
+    <root>/<cluster>/pid-block                       the next block of producer ids
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ class KeySpace:
 
     def group_shard(self, shard: int) -> str:
         return f"{self.group_shards}{shard}"
+
+    @property
+    def pid_block(self) -> str:
+        """Written only by the active controller (fenced); not part of the cache."""
+        return self.prefix + "pid-block"
 
     def parse(self, key: str) -> ParsedKey | None:
         """What a key under this cluster's prefix holds; None for anything else."""

@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from strand.errors import UnknownServerError
+
 NO_LEADER = -1
 
 
@@ -176,3 +178,70 @@ class CoordinatorRecord:
     def from_json(cls, data: bytes) -> CoordinatorRecord:
         raw = json.loads(data)
         return cls(str(raw["instance_id"]), str(raw["address"]))
+
+
+# -- producer ids (KIP-730) ---------------------------------------------------------------
+
+PRODUCER_ID_BLOCK_SIZE = 1000  # as Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+MAX_PRODUCER_ID = 2**63 - 1  # producer ids are int64 >= 0 on the wire and in batches
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsBlock:
+    """``size`` consecutive producer ids from ``first``, granted to one coordinator
+    instance (Kafka's ProducerIdsBlock)."""
+
+    first: int
+    size: int
+
+    def __post_init__(self) -> None:
+        if self.first < 0 or self.size < 1 or self.last > MAX_PRODUCER_ID:
+            raise ValueError(f"not a block of int64 producer ids: first {self.first}, "
+                             f"size {self.size}")
+
+    @property
+    def last(self) -> int:
+        return self.first + self.size - 1
+
+    @property
+    def next_first(self) -> int:
+        """The first id of the block granted after this one."""
+        return self.first + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlockRecord:
+    """The value of ``pid-block``: the first id of the next block to grant, and who got
+    the last one (for operators; Kafka's ProducerIdsRecord). Only the active controller
+    writes it, fenced by its election and compared on its revision, so every block is
+    granted once, whichever controller grants the next."""
+
+    next_producer_id: int
+    coordinator_id: str = ""
+    coordinator_epoch: int = 0
+
+    def to_json(self) -> bytes:
+        return _dump(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ProducerIdBlockRecord:
+        raw = json.loads(data)
+        return cls(int(raw["next_producer_id"]), str(raw.get("coordinator_id", "")),
+                   int(raw.get("coordinator_epoch", 0)))
+
+
+def next_producer_ids_block(record: ProducerIdBlockRecord | None,
+                            size: int = PRODUCER_ID_BLOCK_SIZE) -> ProducerIdsBlock:
+    """The block to grant after ``record`` (None: nothing granted yet, start at 0).
+
+    As Kafka, the last block must leave the next first id representable as an int64
+    (next <= 2^63 - 1), so the pointer stored after it is still a valid int64; then
+    UnknownServerError, as Kafka's "exhausted all producerIds" (nothing a caller can
+    retry: the cluster has granted every id).
+    """
+    first = 0 if record is None else record.next_producer_id
+    if first < 0 or first > MAX_PRODUCER_ID - size:
+        raise UnknownServerError(
+            f"producer ids exhausted: no block of {size} is left after {first}, every int64 "
+            "producer id has been granted; new producers cannot get an id in this cluster")
+    return ProducerIdsBlock(first, size)

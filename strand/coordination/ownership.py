@@ -62,6 +62,10 @@ class ShardOwnership:
         self.acquire = acquire
         self.release = release
         self.owned: set[int] = set()
+        # The instance's epoch: the id of the lease its live registration is under (0:
+        # not registered). Requests only this incarnation may make carry it (as a
+        # storage node's broker epoch, KIP-380), e.g. AllocateProducerIds.
+        self.epoch = 0
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -74,6 +78,7 @@ class ShardOwnership:
                 await lease.start()
                 await self.etcd.kv.put(self.keys.coordinator(self.record.instance_id),
                                        self.record.to_json(), lease=lease.lease_id)
+                self.epoch = lease.lease_id
             except Exception as exc:
                 log.warning("cannot register with etcd; retrying", extra={"error": repr(exc)})
                 await wait_event(self._stopping, RETRY_S)
@@ -81,6 +86,7 @@ class ShardOwnership:
             try:
                 await self._serve(lease)
             finally:
+                self.epoch = 0
                 for shard in sorted(self.owned):
                     await self.release(shard)
                 self.owned.clear()

@@ -7,6 +7,28 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class AllocateProducerIdsRequest(_message.Message):
+    __slots__ = ("coordinator_id", "coordinator_epoch")
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    coordinator_id: str
+    coordinator_epoch: int
+    def __init__(self, coordinator_id: _Optional[str] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
+
+class AllocateProducerIdsResponse(_message.Message):
+    __slots__ = ("controller_epoch", "error_code", "error_message", "first_producer_id", "count")
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    controller_epoch: int
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    first_producer_id: int
+    count: int
+    def __init__(self, controller_epoch: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., first_producer_id: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
 class EnsureInternalTopicRequest(_message.Message):
     __slots__ = ("name", "partitions")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -75,6 +75,11 @@ class ControllerStub:
                 request_serializer=strand_dot_v1_dot_controller__pb2.EnsureInternalTopicRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.TopicResult.FromString,
                 _registered_method=True)
+        self.AllocateProducerIds = channel.unary_unary(
+                '/strand.v1.Controller/AllocateProducerIds',
+                request_serializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -134,6 +139,14 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AllocateProducerIds(self, request, context):
+        """A transaction coordinator instance asks for the next block of producer ids
+        (Kafka's AllocateProducerIds, KIP-730). Not exposed by the gateway.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +189,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.EnsureInternalTopic,
                     request_deserializer=strand_dot_v1_dot_controller__pb2.EnsureInternalTopicRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.TopicResult.SerializeToString,
+            ),
+            'AllocateProducerIds': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllocateProducerIds,
+                    request_deserializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -394,6 +412,33 @@ class Controller:
             '/strand.v1.Controller/EnsureInternalTopic',
             strand_dot_v1_dot_controller__pb2.EnsureInternalTopicRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.TopicResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AllocateProducerIds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/AllocateProducerIds',
+            strand_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+            strand_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
             options,
             channel_credentials,
             insecure,

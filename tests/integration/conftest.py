@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from strand.launcher import EtcdServer
+from strand.launcher import EtcdServer, ServiceProcess
 from tests.support.cluster import SdkCluster, new_etcd, start_sdk_cluster
+from tests.support.controllers import start_controllers
 
 
 @pytest.fixture
@@ -18,6 +19,16 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def controllers(etcd: EtcdServer, tmp_path: Path) -> Iterator[list[ServiceProcess]]:
+    """Two controllers (one active, one standby) on ``etcd``, cluster "itest", with
+    three registered brokers (tests/support/controllers.py)."""
+    procs = start_controllers(etcd.endpoint, tmp_path)
+    yield procs
+    for proc in procs:
+        proc.stop()
 
 
 # ------------------------------------------------------------------ SDK clusters

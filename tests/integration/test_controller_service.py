@@ -1,90 +1,30 @@
 """The controller as real processes on a real etcd: election, fenced topic admin,
 validation with typed errors, and failover when the active controller is killed.
 
-Storage nodes are stood in for by broker registrations under a lease the test
-holds: that is all a storage node is to the controller.
+Storage nodes are stood in for by broker registrations (tests/support/controllers.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import grpc
 import pytest
-from etcd3aio import prefix_range_end
 
-from strand.cluster.etcd import connect
-from strand.cluster.keys import KeySpace
-from strand.cluster.model import BrokerRegistration, ControllerRecord, PartitionRecord, TopicRecord
+from strand.cluster.model import PartitionRecord, TopicRecord
 from strand.errors import ErrorCode
 from strand.launcher import EtcdServer, ServiceProcess
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc
+from tests.support.controllers import (
+    KEYS,
+    LEASE_TTL,
+    RACKS,
+    active_controller,
+    etcd_prefix,
+    split,
+    stub_for,
+)
 from tests.support.waiting import wait_until
-
-CLUSTER = "itest"
-KEYS = KeySpace(CLUSTER)
-LEASE_TTL = 2
-RACKS = {1: "a", 2: "b", 3: "c"}
-
-
-async def _etcd_get_prefix(endpoint: str, prefix: str) -> dict[str, bytes]:
-    etcd = await connect([endpoint])
-    try:
-        response = await etcd.kv.get(prefix, range_end=prefix_range_end(prefix.encode()))
-        return {kv.key.decode(): bytes(kv.value) for kv in response.kvs}
-    finally:
-        await etcd.close()
-
-
-def etcd_prefix(endpoint: str, prefix: str) -> dict[str, bytes]:
-    return asyncio.run(_etcd_get_prefix(endpoint, prefix))
-
-
-async def _register_brokers(endpoint: str) -> None:
-    etcd = await connect([endpoint])
-    try:
-        lease = await etcd.lease.grant(ttl=3600)
-        for node_id, rack in RACKS.items():
-            record = BrokerRegistration(node_id, "127.0.0.1", 9100 + node_id, rack)
-            await etcd.kv.put(KEYS.broker(node_id), record.to_json(), lease=int(lease.ID))
-    finally:
-        await etcd.close()
-
-
-def active_controller(endpoint: str) -> ControllerRecord | None:
-    value = etcd_prefix(endpoint, KEYS.controller).get(KEYS.controller)
-    return None if value is None else ControllerRecord.from_json(value)
-
-
-@pytest.fixture
-def controllers(etcd: EtcdServer, tmp_path: Path) -> Iterator[list[ServiceProcess]]:
-    asyncio.run(_register_brokers(etcd.endpoint))
-    procs = [
-        ServiceProcess("controller", ["--etcd", etcd.endpoint, "--cluster", CLUSTER,
-                                      "--lease-ttl", str(LEASE_TTL), "--id", f"c{i}"],
-                       tmp_path / f"controller-{i}.log").start()
-        for i in range(2)
-    ]
-    wait_until(lambda: active_controller(etcd.endpoint) is not None, 15, "an active controller")
-    yield procs
-    for proc in procs:
-        proc.stop()
-
-
-def stub_for(address: str) -> controller_pb2_grpc.ControllerStub:
-    return controller_pb2_grpc.ControllerStub(grpc.insecure_channel(address))
-
-
-def split(procs: list[ServiceProcess], endpoint: str) -> tuple[ServiceProcess, ServiceProcess]:
-    record = active_controller(endpoint)
-    assert record is not None
-    active = next(p for p in procs if p.address == record.address)
-    standby = next(p for p in procs if p is not active)
-    return active, standby
 
 
 def create(stub: controller_pb2_grpc.ControllerStub, name: str, partitions: int = 6,

@@ -25,13 +25,13 @@ from strand.launcher import EtcdServer, ServiceProcess
 from strand.launcher.probes import healthy
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
-from tests.integration.test_controller_service import (
+from tests.support.cluster import SdkCluster
+from tests.support.controllers import (
     CLUSTER,
     LEASE_TTL,
-    _register_brokers,
     active_controller,
+    register_brokers,
 )
-from tests.support.cluster import SdkCluster
 from tests.support.waiting import wait_until
 
 # Above what the old controller could do within its 2 s lease (it stalled ~3 s).
@@ -47,7 +47,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory
     registrations), one controller with the test's limits, and a gateway."""
     directory = tmp_path_factory.mktemp("limits")
     etcd = EtcdServer(directory / "etcd", unsafe_no_fsync=True).start()
-    asyncio.run(_register_brokers(etcd.endpoint))
+    asyncio.run(register_brokers(etcd.endpoint))
     common = ["--etcd", etcd.endpoint, "--cluster", CLUSTER]
     controller = ServiceProcess("controller", [
         *common, "--lease-ttl", str(LEASE_TTL), "--id", "c-limits",

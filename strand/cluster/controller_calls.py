@@ -1,0 +1,67 @@
+"""Calls the services make to the active controller (not the gateway's clients'):
+found through the watched metadata cache, retried across a controller change.
+
+Only the producer-id grant for now (a transaction coordinator's
+:class:`strand.coordination.producer_ids.ProducerIdManager` fetches blocks through
+:func:`allocate_producer_ids`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from strand.cluster.cache import MetadataCache
+from strand.cluster.model import ProducerIdsBlock
+from strand.errors import ErrorCode, RequestTimedOutError, error_for
+from strand.v1 import controller_pb2 as pb_ctl
+from strand.v1 import controller_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 10.0
+RETRY_S = 0.25
+# The controller is moving (standby answered, or the old one is unreachable): wait for
+# the election key to change in the cache, then ask the new one.
+_MOVED = {ErrorCode.NOT_CONTROLLER}
+_UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.CANCELLED}
+
+
+async def allocate_producer_ids(cache: MetadataCache, coordinator_id: str,
+                                coordinator_epoch: int,
+                                timeout_s: float = 30.0) -> ProducerIdsBlock:
+    """A new block of producer ids for the coordinator instance ``coordinator_id``,
+    registered under lease ``coordinator_epoch``; retries while there is no active
+    controller or it is changing, up to ``timeout_s`` (then RequestTimedOutError).
+    Refusals are raised as their typed errors (STALE_BROKER_EPOCH: re-register)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    request = pb_ctl.AllocateProducerIdsRequest(coordinator_id=coordinator_id,
+                                                coordinator_epoch=coordinator_epoch)
+    last = "no active controller in etcd"
+    while (remaining := deadline - loop.time()) > 0:
+        controller = cache.controller
+        if controller is None:
+            await cache.wait_changed(min(remaining, RETRY_S * 4))
+            continue
+        try:
+            async with grpc.aio.insecure_channel(controller.address) as channel:
+                response = await controller_pb2_grpc.ControllerStub(channel).AllocateProducerIds(
+                    request, timeout=min(remaining, CALL_TIMEOUT_S))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in _UNREACHABLE:
+                raise
+            last = f"controller {controller.address} unreachable ({exc.code().name})"
+        else:
+            if response.error_code == ErrorCode.NONE:
+                return ProducerIdsBlock(response.first_producer_id, response.count)
+            if response.error_code not in _MOVED:
+                raise error_for(response.error_code, response.error_message)
+            last = f"{controller.address}: {response.error_message}"
+        log.info("asking another controller for producer ids", extra={"detail": last})
+        await cache.wait_changed(min(max(deadline - loop.time(), 0), RETRY_S))
+    raise RequestTimedOutError(
+        f"no producer ids for coordinator {coordinator_id!r} within {timeout_s:g}s: {last}")
