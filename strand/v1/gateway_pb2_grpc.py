@@ -5,6 +5,7 @@ import warnings
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 from strand.v1 import groups_pb2 as strand_dot_v1_dot_groups__pb2
+from strand.v1 import transactions_pb2 as strand_dot_v1_dot_transactions__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -135,6 +136,36 @@ class GatewayStub:
                 request_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/strand.v1.Gateway/InitProducerId',
+                request_serializer=strand_dot_v1_dot_transactions__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_transactions__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/strand.v1.Gateway/AddPartitionsToTxn',
+                request_serializer=strand_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/strand.v1.Gateway/AddOffsetsToTxn',
+                request_serializer=strand_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/strand.v1.Gateway/EndTxn',
+                request_serializer=strand_dot_v1_dot_transactions__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_transactions__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
+        self.ListTransactions = channel.unary_unary(
+                '/strand.v1.Gateway/ListTransactions',
+                request_serializer=strand_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/strand.v1.Gateway/DescribeTransactions',
+                request_serializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -261,6 +292,44 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """Transactions: forwarded to the coordinator of the transactional id's shard
+        (InitProducerId without one: to any transaction coordinator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddPartitionsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -363,6 +432,36 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.FromString,
                     response_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=strand_dot_v1_dot_transactions__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_transactions__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=strand_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=strand_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=strand_dot_v1_dot_transactions__pb2.EndTxnRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_transactions__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'ListTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransactions,
+                    request_deserializer=strand_dot_v1_dot_transactions__pb2.ListTransactionsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_transactions__pb2.ListTransactionsResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -905,6 +1004,168 @@ class Gateway:
             '/strand.v1.Gateway/DeleteGroup',
             strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.SerializeToString,
             strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/InitProducerId',
+            strand_dot_v1_dot_transactions__pb2.InitProducerIdRequest.SerializeToString,
+            strand_dot_v1_dot_transactions__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/AddPartitionsToTxn',
+            strand_dot_v1_dot_transactions__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            strand_dot_v1_dot_transactions__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/AddOffsetsToTxn',
+            strand_dot_v1_dot_transactions__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            strand_dot_v1_dot_transactions__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/EndTxn',
+            strand_dot_v1_dot_transactions__pb2.EndTxnRequest.SerializeToString,
+            strand_dot_v1_dot_transactions__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/ListTransactions',
+            strand_dot_v1_dot_transactions__pb2.ListTransactionsRequest.SerializeToString,
+            strand_dot_v1_dot_transactions__pb2.ListTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DescribeTransactions',
+            strand_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
+            strand_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
