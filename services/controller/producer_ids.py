@@ -6,7 +6,7 @@ transaction (:meth:`MetadataWriter.allocate_producer_ids`), so a new controller
 continues from the stored value and no id is ever granted twice.
 
 Who may ask: a coordinator instance, named by its registration
-``coordinators/<id>`` and the id of the lease it lives under (its epoch, as a
+``txn-coordinators/<id>`` and the id of the lease it lives under (its epoch, as a
 storage node's broker epoch is its registration's lease, KIP-380). An instance that
 lost its lease and registered again holds a new epoch; requests with the old one,
 or from an id nobody registered, are refused with STALE_BROKER_EPOCH.
@@ -33,7 +33,7 @@ def check_caller(coordinator_id: str, coordinator_epoch: int) -> None:
         raise InvalidRequestError(
             f"coordinator id {coordinator_id[:MAX_COORDINATOR_ID_LENGTH]!r} is not an "
             f"instance id (1 to {MAX_COORDINATOR_ID_LENGTH} characters, no '/'): give the "
-            "id the coordinator registered under coordinators/<id>")
+            "id the coordinator registered under txn-coordinators/<id>")
     if coordinator_epoch <= 0:
         raise InvalidRequestError(
             f"coordinator epoch {coordinator_epoch} is not a lease id: give the id of the "

@@ -80,8 +80,9 @@ class MetadataWriter:
 
     async def allocate_producer_ids(self, coordinator_id: str, coordinator_epoch: int,
                                     size: int) -> ProducerIdsBlock:
-        """Grant the next block of producer ids to the coordinator instance registered
-        as ``coordinators/<coordinator_id>`` under lease ``coordinator_epoch``.
+        """Grant the next block of producer ids to the transaction coordinator instance
+        registered as ``txn-coordinators/<coordinator_id>`` under lease
+        ``coordinator_epoch`` (a group coordinator's registration does not qualify).
 
         One transaction: this controller still holds its election, ``pid-block`` is
         still what was read (compare on its revision: a block is never granted twice,
@@ -92,7 +93,7 @@ class MetadataWriter:
         """
         kv = KVService
         key = self.keys.pid_block
-        registration = self.keys.coordinator(coordinator_id)
+        registration = self.keys.txn_coordinator(coordinator_id)
         caller = [_compare_exists(registration),
                   _compare_lease(registration, coordinator_epoch)]
         for _ in range(PID_BLOCK_ATTEMPTS):

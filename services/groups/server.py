@@ -327,7 +327,7 @@ class GroupsProcess:
         ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
-            ShardSpace(self.keys.group_shard, lambda: self.cache.group_shard_owners),
+            ShardSpace.groups(self.keys, self.cache),
             self._shard_count, settings.lease_ttl, self._acquire, self._release)
         owning = asyncio.create_task(self._own(ownership), name="shard-ownership")
         watching = asyncio.create_task(self._watch_topics(), name="topic-changes")

@@ -37,6 +37,8 @@ class MetadataCache:
         self.partition_revisions: dict[tuple[str, int], int] = {}
         self.coordinators: dict[str, CoordinatorRecord] = {}
         self.group_shard_owners: dict[int, CoordinatorRecord] = {}
+        self.txn_coordinators: dict[str, CoordinatorRecord] = {}
+        self.txn_shard_owners: dict[int, CoordinatorRecord] = {}
         self.controller: ControllerRecord | None = None
         self.controller_epoch = -1  # create revision of the election key
         self.revision = 0
@@ -67,16 +69,20 @@ class MetadataCache:
                 else:
                     self.partitions[tp] = PartitionRecord.from_json(value)
                     self.partition_revisions[tp] = revision
-            elif parsed.kind == "coordinator":
+            elif parsed.kind in ("coordinator", "txn_coordinator"):
+                instances = (self.coordinators if parsed.kind == "coordinator"
+                             else self.txn_coordinators)
                 if value is None:
-                    self.coordinators.pop(parsed.name, None)
+                    instances.pop(parsed.name, None)
                 else:
-                    self.coordinators[parsed.name] = CoordinatorRecord.from_json(value)
-            elif parsed.kind == "group_shard":
+                    instances[parsed.name] = CoordinatorRecord.from_json(value)
+            elif parsed.kind in ("group_shard", "txn_shard"):
+                owners = (self.group_shard_owners if parsed.kind == "group_shard"
+                          else self.txn_shard_owners)
                 if value is None:
-                    self.group_shard_owners.pop(parsed.partition, None)
+                    owners.pop(parsed.partition, None)
                 else:
-                    self.group_shard_owners[parsed.partition] = CoordinatorRecord.from_json(value)
+                    owners[parsed.partition] = CoordinatorRecord.from_json(value)
             elif parsed.kind == "controller":
                 if value is None:
                     self.controller, self.controller_epoch = None, -1
@@ -96,6 +102,8 @@ class MetadataCache:
         copy.partition_revisions = dict(self.partition_revisions)
         copy.coordinators = dict(self.coordinators)
         copy.group_shard_owners = dict(self.group_shard_owners)
+        copy.txn_coordinators = dict(self.txn_coordinators)
+        copy.txn_shard_owners = dict(self.txn_shard_owners)
         copy.controller, copy.controller_epoch = self.controller, self.controller_epoch
         copy.revision = self.revision
         return copy
@@ -107,6 +115,8 @@ class MetadataCache:
         keys |= {self.keys.partition(t, p) for t, p in self.partitions}
         keys |= {self.keys.coordinator(c) for c in self.coordinators}
         keys |= {self.keys.group_shard(k) for k in self.group_shard_owners}
+        keys |= {self.keys.txn_coordinator(c) for c in self.txn_coordinators}
+        keys |= {self.keys.txn_shard(k) for k in self.txn_shard_owners}
         if self.controller is not None:
             keys.add(self.keys.controller)
         return keys

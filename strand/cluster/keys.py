@@ -6,6 +6,8 @@
     <root>/<cluster>/partitions/<topic>/<partition>
     <root>/<cluster>/coordinators/<instance id>      group coordinator instances (lease)
     <root>/<cluster>/shards/groups/<shard>           the owner of a group shard (lease)
+    <root>/<cluster>/txn-coordinators/<instance id>  transaction coordinator instances (lease)
+    <root>/<cluster>/shards/txns/<shard>             the owner of a transaction shard (lease)
     <root>/<cluster>/pid-block                       the next block of producer ids
 """
 
@@ -16,7 +18,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ParsedKey:
-    kind: str  # "broker", "controller", "topic", "partition", "coordinator", "group_shard"
+    # "broker", "controller", "topic", "partition", "coordinator", "group_shard",
+    # "txn_coordinator", "txn_shard"
+    kind: str
     topic: str = ""
     partition: int = -1
     node_id: int = -1
@@ -72,6 +76,22 @@ class KeySpace:
         return f"{self.group_shards}{shard}"
 
     @property
+    def txn_coordinators(self) -> str:
+        """Transaction coordinators register apart from group coordinators: each kind
+        hashes its shards over its own instances only."""
+        return self.prefix + "txn-coordinators/"
+
+    def txn_coordinator(self, instance_id: str) -> str:
+        return self.txn_coordinators + instance_id
+
+    @property
+    def txn_shards(self) -> str:
+        return self.prefix + "shards/txns/"
+
+    def txn_shard(self, shard: int) -> str:
+        return f"{self.txn_shards}{shard}"
+
+    @property
     def pid_block(self) -> str:
         """Written only by the active controller (fenced); not part of the cache."""
         return self.prefix + "pid-block"
@@ -95,8 +115,12 @@ class KeySpace:
                     return ParsedKey("partition", topic=topic, partition=int(partition))
             if kind == "coordinators" and tail and "/" not in tail:
                 return ParsedKey("coordinator", name=tail)
+            if kind == "txn-coordinators" and tail and "/" not in tail:
+                return ParsedKey("txn_coordinator", name=tail)
             if kind == "shards" and tail.startswith("groups/"):
                 return ParsedKey("group_shard", partition=int(tail[len("groups/"):]))
+            if kind == "shards" and tail.startswith("txns/"):
+                return ParsedKey("txn_shard", partition=int(tail[len("txns/"):]))
         except ValueError:
             return None
         return None

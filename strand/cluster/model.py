@@ -165,8 +165,9 @@ class ControllerRecord:
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorRecord:
-    """A group coordinator instance (``coordinators/<id>``, bound to its lease), or the
-    owner of a group shard (``shards/groups/<k>``: the same record, the owner's)."""
+    """A coordinator instance (``coordinators/<id>`` for groups, ``txn-coordinators/<id>``
+    for transactions, bound to its lease), or the owner of a shard (``shards/groups/<k>``,
+    ``shards/txns/<k>``: the same record, the owner's)."""
 
     instance_id: str
     address: str

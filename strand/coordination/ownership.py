@@ -1,12 +1,17 @@
 """Which shards of an internal topic this coordinator instance serves.
 
-The instance registers ``coordinators/<id>`` under its lease. On every change of
-the registrations (the etcd watch, no polling) it computes, by rendezvous hashing
-over the live instances, the shards it should own:
+The instance registers under its lease in its kind's :class:`ShardSpace`
+(``coordinators/<id>`` for the group coordinator, ``txn-coordinators/<id>`` for the
+transaction coordinator: each kind hashes its shards over its own instances only).
+On every change of the registrations (the etcd watch, no polling) it computes, by
+rendezvous hashing over the live instances of its kind, the shards it should own:
 
-* a wanted shard whose key (``shards/groups/<k>`` for the group coordinator) is
-  free is taken with a create-if-absent transaction bound to the lease, loaded
-  from its partition, and then served;
+* a wanted shard whose key (``shards/groups/<k>``, ``shards/txns/<k>``) is free is
+  taken with a create-if-absent transaction bound to the lease, loaded from its
+  partition, and then served. The revision of that transaction is the shard's
+  epoch (:meth:`ShardOwnership.shard_epoch`): it grows with every take-over, so a
+  later owner's writes can fence an earlier one's (the transaction coordinator's
+  epoch in its markers);
 * a shard it holds but no longer wants (another instance joined) is stopped first
   and then released (its key deleted), so two instances never serve one shard.
 
@@ -40,11 +45,23 @@ ShardAction = Callable[[int], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class ShardSpace:
-    """One coordinator kind's shards in etcd: the key that grants shard ``k`` and
-    the current owners as the metadata cache sees them."""
+    """One coordinator kind in etcd: where its instances register, the key that
+    grants shard ``k``, and both as the metadata cache sees them."""
 
+    registration: Callable[[str], str]
+    instances: Callable[[], Mapping[str, CoordinatorRecord]]
     key: Callable[[int], str]
     owners: Callable[[], Mapping[int, CoordinatorRecord]]
+
+    @classmethod
+    def groups(cls, keys: KeySpace, cache: MetadataCache) -> ShardSpace:
+        return cls(keys.coordinator, lambda: cache.coordinators, keys.group_shard,
+                   lambda: cache.group_shard_owners)
+
+    @classmethod
+    def transactions(cls, keys: KeySpace, cache: MetadataCache) -> ShardSpace:
+        return cls(keys.txn_coordinator, lambda: cache.txn_coordinators, keys.txn_shard,
+                   lambda: cache.txn_shard_owners)
 
 
 class ShardOwnership:
@@ -62,6 +79,7 @@ class ShardOwnership:
         self.acquire = acquire
         self.release = release
         self.owned: set[int] = set()
+        self._shard_epochs: dict[int, int] = {}
         # The instance's epoch: the id of the lease its live registration is under (0:
         # not registered). Requests only this incarnation may make carry it (as a
         # storage node's broker epoch, KIP-380), e.g. AllocateProducerIds.
@@ -71,12 +89,16 @@ class ShardOwnership:
     def stop(self) -> None:
         self._stopping.set()
 
+    def shard_epoch(self, shard: int) -> int:
+        """The etcd revision at which this instance took ``shard`` (0: not held)."""
+        return self._shard_epochs.get(shard, 0) if shard in self.owned else 0
+
     async def run(self) -> None:
         while not self._stopping.is_set():
             lease = LeaseKeeper(self.etcd, self.lease_ttl)
             try:
                 await lease.start()
-                await self.etcd.kv.put(self.keys.coordinator(self.record.instance_id),
+                await self.etcd.kv.put(self.space.registration(self.record.instance_id),
                                        self.record.to_json(), lease=lease.lease_id)
                 self.epoch = lease.lease_id
             except Exception as exc:
@@ -112,9 +134,10 @@ class ShardOwnership:
     async def _rebalance(self, lease: LeaseKeeper) -> None:
         count = self.shard_count()
         me = self.record.instance_id
-        if count is None or me not in self.cache.coordinators:
-            return  # no offsets topic yet, or our registration is not visible yet
-        wanted = set(shards_of(me, sorted(self.cache.coordinators), count))
+        instances = self.space.instances()
+        if count is None or me not in instances:
+            return  # no internal topic yet, or our registration is not visible yet
+        wanted = set(shards_of(me, sorted(instances), count))
         for shard in sorted(self.owned - wanted):
             await self.release(shard)
             self.owned.discard(shard)
@@ -134,5 +157,6 @@ class ShardOwnership:
             if not response.succeeded:
                 continue
             self.owned.add(shard)
+            self._shard_epochs[shard] = response.header.revision
             await self.acquire(shard)
             log.info("took shard", extra={"shard": shard})

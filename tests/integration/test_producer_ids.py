@@ -1,7 +1,7 @@
 """Producer-id blocks granted by real controllers from a real etcd (issue 12, point 1).
 
-The callers are coordinator instances registered the way every coordinator registers
-(strand.coordination.ownership: ``coordinators/<id>`` under a lease), asking through
+The callers are transaction coordinator instances registered the way they register
+(strand.coordination.ownership: ``txn-coordinators/<id>`` under a lease), asking through
 the services' controller client and the ProducerIdManager a transaction coordinator
 uses. A SIGKILLed controller's successor continues from ``pid-block``; stale or
 unknown callers get nothing; concurrent callers never share an id.
@@ -69,16 +69,18 @@ async def running(endpoint: str) -> AsyncIterator[tuple[EtcdServices, MetadataCa
 
 
 @contextlib.asynccontextmanager
-async def instance(etcd: EtcdServices, cache: MetadataCache,
-                   instance_id: str) -> AsyncIterator[Instance]:
-    """A registered coordinator instance (owning no shard: there is no shard count)."""
+async def instance(etcd: EtcdServices, cache: MetadataCache, instance_id: str,
+                   groups: bool = False) -> AsyncIterator[Instance]:
+    """A registered transaction coordinator instance (a group coordinator with
+    ``groups``), owning no shard: there is no shard count."""
+    space = (ShardSpace.groups if groups else ShardSpace.transactions)(KEYS, cache)
     ownership = ShardOwnership(
         etcd, KEYS, cache, CoordinatorRecord(instance_id, "127.0.0.1:1"),
-        ShardSpace(KEYS.group_shard, dict), lambda: None, LEASE_TTL, _nothing, _nothing)
+        space, lambda: None, LEASE_TTL, _nothing, _nothing)
     task = asyncio.create_task(ownership.run())
     try:
         async with asyncio.timeout(10):
-            while not ownership.epoch or instance_id not in cache.coordinators:
+            while not ownership.epoch or instance_id not in space.instances():
                 await asyncio.sleep(0.02)
         yield Instance(instance_id, cache, ownership)
     finally:
@@ -151,6 +153,11 @@ def test_stale_unknown_and_bad_callers_are_refused_and_nothing_is_written(
                     assert ErrorCode(response.error_code) == code, (who, their_epoch, response)
                     assert response.error_message
                     assert response.count == 0
+                # A group coordinator, live under its lease, is no transaction coordinator.
+                async with instance(client, cache, "groups-x", groups=True) as group:
+                    response = await ask(address, "groups-x", group.epoch)
+                    assert ErrorCode(response.error_code) == ErrorCode.STALE_BROKER_EPOCH, \
+                        response
                 assert await pid_block(client) is None  # nothing granted, nothing written
                 assert (await txn.allocate()).first == 0
             # The instance stopped: its lease was revoked, its registration is gone.
