@@ -26,18 +26,18 @@ from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.records import OffsetValue
 from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
+from strand.cluster.controller_calls import ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
 from strand.coordination.ownership import ShardOwnership, ShardSpace
+from strand.coordination.serving import ServedShards
 from strand.coordination.shard_log import GatewayShardLog
 from strand.coordination.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode, StrandError
 from strand.producer import Producer
-from strand.service.aio import wait_event
 from strand.service.grpc_server import new_server, serve, set_serving
-from strand.v1 import common_pb2, controller_pb2_grpc, groups_pb2_grpc
-from strand.v1 import controller_pb2 as pb_ctl
+from strand.v1 import common_pb2, groups_pb2_grpc
 from strand.v1 import groups_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -90,8 +90,9 @@ def _explain(code: ErrorCode, request: Any) -> str:
 class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def __init__(self, cache: MetadataCache) -> None:
         self.cache = cache
-        self.shards: dict[int, ShardCoordinator] = {}
-        self.loading: set[int] = set()
+        self.served: ServedShards[ShardCoordinator] = ServedShards(cache, GROUP_TOPIC)
+        self.shards = self.served.shards
+        self.loading = self.served.loading
 
     def _coordinator(self, group_id: str) -> ShardCoordinator:
         topic = self.cache.topics.get(GROUP_TOPIC)
@@ -328,7 +329,8 @@ class GroupsProcess:
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
             ShardSpace.groups(self.keys, self.cache),
-            self._shard_count, settings.lease_ttl, self._acquire, self._release)
+            self.servicer.served.shard_count, settings.lease_ttl, self._acquire,
+            self.servicer.served.release)
         owning = asyncio.create_task(self._own(ownership), name="shard-ownership")
         watching = asyncio.create_task(self._watch_topics(), name="topic-changes")
         await set_serving(health_servicer)
@@ -348,7 +350,8 @@ class GroupsProcess:
             await etcd.close()
 
     async def _own(self, ownership: ShardOwnership) -> None:
-        await self._ensure_offsets_topic()
+        await ensure_internal_topic(self.cache, GROUP_TOPIC, self.settings.shards,
+                                    self._stopping)
         if not self._stopping.is_set():
             await ownership.run()
 
@@ -363,52 +366,12 @@ class GroupsProcess:
                     coordinator.topics_changed()
             known = now
 
-    def _shard_count(self) -> int | None:
-        topic = self.cache.topics.get(GROUP_TOPIC)
-        return topic.partitions if topic is not None else None
-
-    async def _ensure_offsets_topic(self) -> None:
-        """Ask the active controller for __consumer_offsets until it exists."""
-        while not self._stopping.is_set() and GROUP_TOPIC not in self.cache.topics:
-            controller = self.cache.controller
-            if controller is not None and self.cache.brokers:
-                try:
-                    async with grpc.aio.insecure_channel(controller.address) as channel:
-                        result = await controller_pb2_grpc.ControllerStub(channel) \
-                            .EnsureInternalTopic(pb_ctl.EnsureInternalTopicRequest(
-                                name=GROUP_TOPIC, partitions=self.settings.shards), timeout=10)
-                    if result.error_code and result.error_message:
-                        log.info("waiting to create the offsets topic",
-                                 extra={"detail": result.error_message})
-                except grpc.aio.AioRpcError as exc:
-                    log.info("controller unreachable", extra={"error": exc.code().name})
-            await self.cache.wait_changed(1.0)
-
     async def _acquire(self, shard: int) -> None:
         assert self._producer is not None
-        self.servicer.loading.add(shard)
         coordinator = ShardCoordinator(
             shard, GatewayShardLog(self._producer, self.settings.bootstrap, GROUP_TOPIC, shard),
             self.topics,
             initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms,
             retention_ms=self.settings.offsets_retention_ms,
             retention_check_interval_ms=self.settings.offsets_retention_check_interval_ms)
-        try:
-            while True:
-                try:
-                    await coordinator.load()
-                    break
-                except Exception as exc:
-                    log.warning("loading a group shard failed; retrying",
-                                extra={"shard": shard, "error": str(exc)})
-                    if await wait_event(self._stopping, 1.0):
-                        return
-            coordinator.start()
-            self.servicer.shards[shard] = coordinator
-        finally:
-            self.servicer.loading.discard(shard)
-
-    async def _release(self, shard: int) -> None:
-        coordinator = self.servicer.shards.pop(shard, None)
-        if coordinator is not None:
-            await coordinator.stop()
+        await self.servicer.served.acquire(shard, coordinator, self._stopping)

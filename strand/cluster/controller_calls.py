@@ -1,9 +1,10 @@
 """Calls the services make to the active controller (not the gateway's clients'):
 found through the watched metadata cache, retried across a controller change.
 
-Only the producer-id grant for now (a transaction coordinator's
-:class:`strand.coordination.producer_ids.ProducerIdManager` fetches blocks through
-:func:`allocate_producer_ids`).
+* :func:`allocate_producer_ids`: a block of producer ids (a transaction
+  coordinator's :class:`strand.coordination.producer_ids.ProducerIdManager`);
+* :func:`ensure_internal_topic`: a coordinator's internal topic
+  (``__consumer_offsets``, ``__transaction_state``), created by the controller.
 """
 
 from __future__ import annotations
@@ -65,3 +66,24 @@ async def allocate_producer_ids(cache: MetadataCache, coordinator_id: str,
         await cache.wait_changed(min(max(deadline - loop.time(), 0), RETRY_S))
     raise RequestTimedOutError(
         f"no producer ids for coordinator {coordinator_id!r} within {timeout_s:g}s: {last}")
+
+
+async def ensure_internal_topic(cache: MetadataCache, name: str, partitions: int,
+                                stopping: asyncio.Event) -> None:
+    """Ask the active controller for the internal topic ``name`` until the cache shows
+    it (or ``stopping`` is set). The controller creates it compacted and replicated
+    like Kafka's offsets topic; an existing topic keeps its partition count."""
+    while not stopping.is_set() and name not in cache.topics:
+        controller = cache.controller
+        if controller is not None and cache.brokers:
+            try:
+                async with grpc.aio.insecure_channel(controller.address) as channel:
+                    result = await controller_pb2_grpc.ControllerStub(channel) \
+                        .EnsureInternalTopic(pb_ctl.EnsureInternalTopicRequest(
+                            name=name, partitions=partitions), timeout=CALL_TIMEOUT_S)
+                if result.error_code and result.error_message:
+                    log.info("waiting to create an internal topic",
+                             extra={"topic": name, "detail": result.error_message})
+            except grpc.aio.AioRpcError as exc:
+                log.info("controller unreachable", extra={"error": exc.code().name})
+        await cache.wait_changed(1.0)

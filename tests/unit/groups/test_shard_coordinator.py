@@ -6,7 +6,6 @@ log, session expiry, and deletion."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import pytest
 
@@ -17,30 +16,15 @@ from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import TopicRecord
-from strand.coordination.shard_log import Record
 from strand.errors import (
     ErrorCode,
     NotEnoughReplicasError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from tests.support.shard_log import MemoryLog
 
 RANGE = (Protocol("range", b"topics: orders"),)
-
-
-class MemoryLog:
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes | None]] = []
-        self.fail_next = False
-
-    async def append(self, records: Sequence[Record]) -> None:
-        if self.fail_next:
-            self.fail_next = False
-            raise NotEnoughReplicasError("ISR too small")
-        self.records.extend((r.key, r.value) for r in records)
-
-    async def read_all(self) -> list[tuple[bytes, bytes | None]]:
-        return list(self.records)
 
 
 KEYS = KeySpace("test")

@@ -1,0 +1,99 @@
+"""What a sharded coordinator process does with the shards it owns, whatever it
+coordinates: the shards served and loading, the lookup of a key's shard (typed
+errors for one not served here), and taking a shard over (load, retried until it
+succeeds or the process stops, then serve)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
+
+from strand.cluster.cache import MetadataCache
+from strand.coordination.shards import shard_for
+from strand.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    StrandError,
+)
+from strand.service.aio import wait_event
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LOAD_RETRY_S", "ServedShards", "ShardServer", "answered"]
+
+LOAD_RETRY_S = 1.0
+
+
+class ShardServer(Protocol):
+    async def load(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+C = TypeVar("C", bound=ShardServer)
+
+
+class ServedShards(Generic[C]):
+    def __init__(self, cache: MetadataCache, topic: str) -> None:
+        self.cache = cache
+        self.topic = topic
+        self.shards: dict[int, C] = {}
+        self.loading: set[int] = set()
+
+    def shard_count(self) -> int | None:
+        record = self.cache.topics.get(self.topic)
+        return record.partitions if record is not None else None
+
+    def for_key(self, key: str) -> C:
+        """The coordinator of ``key``'s shard; NOT_COORDINATOR when this instance does
+        not serve it (the caller looks the owner up again), COORDINATOR_LOAD_IN_PROGRESS
+        while it loads."""
+        count = self.shard_count()
+        if count is None:
+            raise CoordinatorNotAvailableError(f"{self.topic} does not exist yet; retry")
+        shard = shard_for(key, count)
+        coordinator = self.shards.get(shard)
+        if coordinator is not None:
+            return coordinator
+        if shard in self.loading:
+            raise CoordinatorLoadInProgressError(f"shard {shard} of {self.topic} is loading")
+        raise NotCoordinatorError(f"this instance does not serve shard {shard} of {self.topic}")
+
+    async def acquire(self, shard: int, coordinator: C, stopping: asyncio.Event) -> None:
+        """Load ``coordinator`` (retried: the shard's partition may be moving), then
+        serve it; gives up silently when ``stopping`` is set."""
+        self.loading.add(shard)
+        try:
+            while True:
+                try:
+                    await coordinator.load()
+                    break
+                except Exception as exc:
+                    log.warning("loading a shard failed; retrying",
+                                extra={"topic": self.topic, "shard": shard, "error": str(exc)})
+                    if await wait_event(stopping, LOAD_RETRY_S):
+                        return
+            coordinator.start()
+            self.shards[shard] = coordinator
+        finally:
+            self.loading.discard(shard)
+
+    async def release(self, shard: int) -> None:
+        coordinator = self.shards.pop(shard, None)
+        if coordinator is not None:
+            await coordinator.stop()
+
+
+async def answered(response: object, work: Callable[[], Awaitable[None]]) -> None:
+    """Run ``work``; a typed error becomes the response's error code and message
+    (every coordinator response has both fields)."""
+    try:
+        await work()
+    except StrandError as exc:
+        response.error_code = int(exc.code)  # type: ignore[attr-defined]
+        response.error_message = str(exc)  # type: ignore[attr-defined]

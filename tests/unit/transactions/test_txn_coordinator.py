@@ -1,0 +1,234 @@
+"""The transaction shard coordinator with an in-memory ``__transaction_state``
+partition and marker writer: every transition durable before it is applied, EndTxn
+through Prepare* and the markers to Complete*, a new owner finishing what it finds
+in Prepare*, timeouts fencing the producer, and expired ids removed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Iterator
+
+import pytest
+
+from services.transactions.coordinator import TxnShardCoordinator
+from services.transactions.markers import MarkerRpcMissingError
+from services.transactions.txn_metadata import TopicPartition
+from services.transactions.txn_records import decode_value
+from services.transactions.txn_requests import ProducerIdAndEpoch
+from services.transactions.txn_state import TxnState
+from strand.errors import (
+    ConcurrentTransactionsError,
+    CoordinatorNotAvailableError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
+from tests.support.shard_log import MemoryLog
+
+TID = "tx-1"
+PARTS = [("orders", 0), ("orders", 1), ("audit", 0)]
+
+
+class Markers:
+    """Records every marker batch; refuses while ``broken``."""
+
+    def __init__(self, broken: bool = False) -> None:
+        self.broken = broken
+        self.written: list[tuple[int, int, int, bool, tuple[TopicPartition, ...]]] = []
+
+    async def write_markers(self, producer_id: int, producer_epoch: int,
+                            coordinator_epoch: int, commit: bool,
+                            partitions: Collection[TopicPartition]) -> None:
+        if self.broken:
+            raise MarkerRpcMissingError("no marker RPC")
+        self.written.append((producer_id, producer_epoch, coordinator_epoch, commit,
+                             tuple(partitions)))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def ids() -> Iterator[int]:
+    n = 100
+    while True:
+        yield n
+        n += 1
+
+
+def coordinator(log: MemoryLog, markers: Markers, clock: Clock,
+                epoch: int = 7) -> TxnShardCoordinator:
+    pids = ids()
+
+    async def new_producer_id() -> int:
+        return next(pids)
+
+    return TxnShardCoordinator(0, log, markers, new_producer_id, lambda: 4,
+                               coordinator_epoch=epoch, abort_interval_ms=3_600_000,
+                               marker_retry_s=0.01, clock=clock)
+
+
+def states(log: MemoryLog) -> list[TxnState]:
+    out = []
+    for _, value in log.records:
+        transit = decode_value(value)
+        out.append(TxnState.DEAD if transit is None else transit.state)
+    return out
+
+
+async def settle(c: TxnShardCoordinator, state: TxnState) -> None:
+    async with asyncio.timeout(5):
+        while (m := c.store.get(TID)) is None or m.state is not state or m.pending:
+            await asyncio.sleep(0.005)
+
+
+def test_end_txn_writes_prepare_then_markers_then_complete() -> None:
+    async def scenario() -> None:
+        log, markers, clock = MemoryLog(), Markers(), Clock()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        first = await c.init_producer_id(TID, 60_000, None)
+        assert first == ProducerIdAndEpoch(100, 0)
+        # No transaction open yet: committing is refused and changes nothing.
+        with pytest.raises(InvalidTxnStateError, match="no transaction is open"):
+            await c.end_txn(TID, 100, 0, commit=True)
+        assert len(log.records) == 1
+        await c.add_partitions(TID, 100, 0, PARTS[:2])
+        await c.add_offsets(TID, 100, 0, "group-a")
+        await c.end_txn(TID, 100, 0, commit=True)
+        await settle(c, TxnState.COMPLETE_COMMIT)
+        assert states(log) == [TxnState.EMPTY, TxnState.ONGOING, TxnState.ONGOING,
+                               TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+        [(pid, epoch, coordinator_epoch, commit, partitions)] = markers.written
+        assert (pid, epoch, coordinator_epoch, commit) == (100, 0, 7, True)
+        assert len(partitions) == 3 and ("__consumer_offsets", partitions[0][1]) in partitions
+        # A retried commit of the completed transaction succeeds; an abort of it does not.
+        await c.end_txn(TID, 100, 0, commit=True)
+        with pytest.raises(InvalidTxnStateError):
+            await c.end_txn(TID, 100, 0, commit=False)
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_write_changes_nothing() -> None:
+    async def scenario() -> None:
+        log, clock = MemoryLog(), Clock()
+        c = coordinator(log, Markers(), clock)
+        await c.load()
+        c.start()
+        log.fail_next = True
+        with pytest.raises(CoordinatorNotAvailableError, match="nothing changed"):
+            await c.init_producer_id(TID, 60_000, None)
+        assert c.store.get(TID) is None and not log.records
+        await c.init_producer_id(TID, 60_000, None)
+        log.fail_next = True
+        with pytest.raises(CoordinatorNotAvailableError):
+            await c.add_partitions(TID, 101, 0, PARTS)
+        metadata = c.store.get(TID)
+        assert metadata is not None
+        assert metadata.state is TxnState.EMPTY and not metadata.pending
+        assert not metadata.partitions
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_new_owner_finishes_what_it_finds_in_prepare() -> None:
+    async def scenario() -> None:
+        log, clock = MemoryLog(), Clock()
+        old = coordinator(log, Markers(broken=True), clock, epoch=7)
+        await old.load()
+        old.start()
+        await old.init_producer_id(TID, 60_000, None)
+        await old.add_partitions(TID, 100, 0, PARTS)
+        await old.end_txn(TID, 100, 0, commit=False)
+        await asyncio.sleep(0.05)  # the old owner keeps failing to write markers
+        assert states(log)[-1] is TxnState.PREPARE_ABORT
+        # Still completing: a new instance of the producer must wait, and is told so.
+        with pytest.raises(ConcurrentTransactionsError):
+            await old.init_producer_id(TID, 60_000, None)
+        await old.stop()
+        markers = Markers()
+        new = coordinator(log, markers, clock, epoch=9)
+        await new.load()
+        new.start()
+        await settle(new, TxnState.COMPLETE_ABORT)
+        assert markers.written == [(100, 0, 9, False, tuple(sorted(PARTS)))]
+        assert states(log)[-1] is TxnState.COMPLETE_ABORT
+        assert await new.init_producer_id(TID, 60_000, None) == ProducerIdAndEpoch(100, 1)
+        await new.stop()
+
+    asyncio.run(scenario())
+
+
+def test_init_producer_id_fences_the_open_transaction_of_the_old_instance() -> None:
+    async def scenario() -> None:
+        log, markers, clock = MemoryLog(), Markers(), Clock()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        await c.add_partitions(TID, 100, 0, PARTS)
+        with pytest.raises(ConcurrentTransactionsError, match="being aborted"):
+            await c.init_producer_id(TID, 60_000, None)
+        await settle(c, TxnState.COMPLETE_ABORT)
+        # The abort ran under the bumped epoch: markers carry it, the old one is fenced.
+        assert markers.written[0][:2] == (100, 1)
+        assert await c.init_producer_id(TID, 60_000, None) == ProducerIdAndEpoch(100, 2)
+        for call in (c.add_partitions(TID, 100, 0, PARTS), c.end_txn(TID, 100, 0, True)):
+            with pytest.raises(ProducerFencedError):
+                await call
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_timed_out_transaction_is_aborted_under_a_new_epoch() -> None:
+    async def scenario() -> None:
+        log, markers, clock = MemoryLog(), Markers(), Clock()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 1_000, None)
+        await c.add_partitions(TID, 100, 0, PARTS)
+        clock.now += 999
+        await c.abort_timed_out()
+        metadata = c.store.get(TID)
+        assert metadata is not None and metadata.state is TxnState.ONGOING  # not yet
+        clock.now += 2
+        await c.abort_timed_out()
+        await settle(c, TxnState.COMPLETE_ABORT)
+        assert markers.written == [(100, 1, 7, False, tuple(sorted(PARTS)))]
+        with pytest.raises(ProducerFencedError):
+            await c.end_txn(TID, 100, 0, commit=True)
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+def test_unused_ids_expire_with_a_tombstone() -> None:
+    async def scenario() -> None:
+        log, clock = MemoryLog(), Clock()
+        c = coordinator(log, Markers(), clock)
+        c.id_expiration_ms = 10_000
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        await c.init_producer_id("open", 600_000, None)
+        await c.add_partitions("open", 101, 0, PARTS)
+        clock.now += 10_001
+        await c.expire_ids()
+        assert c.store.get(TID) is None
+        assert c.store.get("open") is not None  # a transaction is open: never expires
+        assert log.records[-1][1] is None
+        reloaded = coordinator(log, Markers(), clock)
+        await reloaded.load()
+        assert reloaded.store.get(TID) is None
+        await c.stop()
+
+    asyncio.run(scenario())
