@@ -1,5 +1,6 @@
 """A local development cluster of real processes: etcd, controllers, storage nodes,
-a gateway and a group coordinator on 127.0.0.1, one folder for data and logs.
+a gateway, a group and a transaction coordinator on 127.0.0.1, one folder for data
+and logs.
 
 ``up`` starts them detached (they outlive the command), waits until the gateway
 serves with every storage node registered, and writes ``cluster.json`` — the file
@@ -155,11 +156,12 @@ def forget(directory: Path) -> None:
 def spec(directory: Path, storage_nodes: int = 3, controllers: int = 2,
          lease_ttl: int | None = None, launch: Launch = DETACHED) -> ClusterSpec:
     """The dev cluster's shape: ``controllers`` controllers, ``storage_nodes`` storage
-    nodes on racks a, b, c, a gateway (port 9092 when free) and a group coordinator,
-    every service spawned at once; ``lease_ttl`` (seconds) overrides the services'
-    default: how fast a dead process is noticed."""
+    nodes on racks a, b, c, a gateway (port 9092 when free), a group coordinator and a
+    transaction coordinator, every service spawned at once; ``lease_ttl`` (seconds)
+    overrides the services' default: how fast a dead process is noticed."""
     return ClusterSpec(directory, name=CLUSTER_NAME, controllers=controllers,
-                       storage_nodes=storage_nodes, coordinators=1, racks=RACKS,
+                       storage_nodes=storage_nodes, coordinators=1, txn_coordinators=1,
+                       racks=RACKS,
                        lease_ttl=lease_ttl, data_dir="storage-{node}", etcd_port=ETCD_PORT,
                        gateway_port=GATEWAY_PORT, boot=Boot.ALL_AT_ONCE, launch=launch)
 

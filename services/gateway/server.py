@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from services.gateway.groups import GroupRouter, peer_host
+from services.gateway.coordinators import ShardRouter, peer_host
 from services.gateway.scatter import NodeUnavailable, ScatterGather
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -28,6 +28,7 @@ from strand.service.grpc_server import GRPC_OPTIONS, new_server, serve, set_serv
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
+from strand.v1 import transactions_pb2 as pb_txn
 
 log = logging.getLogger(__name__)
 
@@ -129,11 +130,14 @@ def _offsets_error(partition: int, code: ErrorCode,
 
 # -- forwarded calls: consumer groups, topic admin ---------------------------------------------
 
-def _forwarded(method: str, response_type: type[Any]) -> Callable[..., Awaitable[Any]]:
-    """A servicer method passing a group call on to the coordinator of its group."""
+def _forwarded(method: str, response_type: type[Any],
+               transactions: bool = False) -> Callable[..., Awaitable[Any]]:
+    """A servicer method passing a group (transaction) call on to the coordinator of
+    its group (transactional id)."""
     async def call(self: GatewayServicer, request: Any,
                    context: grpc.aio.ServicerContext) -> Any:
-        return await self.groups.forward(method, request, response_type)
+        router = self.transactions if transactions else self.groups
+        return await router.forward(method, request, response_type)
 
     call.__name__ = call.__qualname__ = method
     return call
@@ -179,7 +183,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self.cache = cache
         self.channels = channels
         self.max_partition_entries = max_partition_entries
-        self.groups = GroupRouter(cache, channels)
+        self.groups = ShardRouter.groups(cache, channels)
+        self.transactions = ShardRouter.transactions(cache, channels)
         self.produce: ScatterGather[
             pb.ProduceRequest, pb.ProduceResponse, pb.PartitionProduceResponse
         ] = ScatterGather(
@@ -229,7 +234,34 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def ListGroups(self, request: pb_groups.ListGroupsRequest,
                          context: grpc.aio.ServicerContext) -> pb_groups.ListGroupsResponse:
         wait_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
-        return await self.groups.list_groups(wait_s)
+        response: pb_groups.ListGroupsResponse = await self.groups.list_all(request, wait_s)
+        return response
+
+    # -- transactions (forwarded to the coordinator of the transactional id's shard) ---------
+
+    async def InitProducerId(self, request: pb_txn.InitProducerIdRequest,
+                             context: grpc.aio.ServicerContext) -> pb_txn.InitProducerIdResponse:
+        # Without a transactional id any transaction coordinator answers (no shard).
+        response: pb_txn.InitProducerIdResponse = await self.transactions.forward(
+            "InitProducerId", request, pb_txn.InitProducerIdResponse,
+            any_instance=not request.transactional_id)
+        return response
+
+    AddPartitionsToTxn = _forwarded("AddPartitionsToTxn", pb_txn.AddPartitionsToTxnResponse,
+                                    transactions=True)
+    AddOffsetsToTxn = _forwarded("AddOffsetsToTxn", pb_txn.AddOffsetsToTxnResponse,
+                                 transactions=True)
+    EndTxn = _forwarded("EndTxn", pb_txn.EndTxnResponse, transactions=True)
+    DescribeTransactions = _forwarded("DescribeTransactions",
+                                      pb_txn.DescribeTransactionsResponse, transactions=True)
+
+    async def ListTransactions(self, request: pb_txn.ListTransactionsRequest,
+                               context: grpc.aio.ServicerContext
+                               ) -> pb_txn.ListTransactionsResponse:
+        wait_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
+        response: pb_txn.ListTransactionsResponse = await self.transactions.list_all(
+            request, wait_s)
+        return response
 
     # -- produce, fetch, list offsets (split per leader node) -----------------------------------
 

@@ -1,12 +1,13 @@
 """A Strand cluster of real processes on 127.0.0.1: etcd, controllers, storage nodes
-(with racks), gateways and group coordinators, described by a :class:`ClusterSpec`.
+(with racks), gateways, group and transaction coordinators, described by a
+:class:`ClusterSpec`.
 
 ``Cluster(spec)`` creates every process (ports chosen, nothing started yet: a caller
 may still adjust a process's arguments); :meth:`Cluster.start` boots them in the
 spec's :class:`Boot` order and returns once every storage node is registered;
 :meth:`Cluster.stop` stops them, clients first and etcd last. Process ids (and log
 file names) are ``etcd``, ``controller-<i>``, ``storage-<node>``, ``gateway`` (then
-``gateway-<i>``) and ``groups-<i>``; storage node ids count from 1.
+``gateway-<i>``), ``groups-<i>`` and ``txns-<i>``; storage node ids count from 1.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class ClusterSpec:
     storage_nodes: int = 1
     gateways: int = 1
     coordinators: int = 0  # group coordinators (services.groups)
+    txn_coordinators: int = 0  # transaction coordinators (services.transactions)
     racks: tuple[str, ...] = ()  # node n's rack: racks[(n - 1) % len]; none: "r<n>"
     lease_ttl: int | None = None  # controllers', storage nodes' and coordinators' (s)
     # Further arguments of each kind of service.
@@ -49,6 +51,7 @@ class ClusterSpec:
     storage_args: tuple[str, ...] = ()
     gateway_args: tuple[str, ...] = ()
     coordinator_args: tuple[str, ...] = ()
+    txn_coordinator_args: tuple[str, ...] = ()
     logs: Path | None = None  # where the <id>.log files go (default: directory/logs)
     data_dir: str = "data-{node}"  # a storage node's folder under directory
     etcd_fsync: bool = True  # False: --unsafe-no-fsync (tests)
@@ -58,7 +61,7 @@ class ClusterSpec:
     launch: Launch = field(default_factory=Launch)
     healthy_timeout: float = 60.0  # s, for each service to serve
     registered_timeout: float = 30.0  # s, for every storage node to register
-    settled_timeout: float = 60.0  # s, for the group coordinators to settle their shards
+    settled_timeout: float = 60.0  # s, for the coordinators to settle their shards
 
     @property
     def log_dir(self) -> Path:
@@ -81,6 +84,8 @@ class Cluster:
         self.gateways = [self.gateway_node(i, self.unused_port(spec.gateway_port) if i == 0
                                            else None) for i in range(spec.gateways)]
         self.coordinators = [self.group_coordinator(i) for i in range(spec.coordinators)]
+        self.txn_coordinators = [self.txn_coordinator(i)
+                                 for i in range(spec.txn_coordinators)]
 
     # -- addresses and files ---------------------------------------------------------------
 
@@ -120,7 +125,7 @@ class Cluster:
     def processes(self) -> list[Process]:
         """Every process, etcd first, in start order."""
         return [self.etcd, *self.controllers, *self.storage, *self.gateways,
-                *self.coordinators]
+                *self.coordinators, *self.txn_coordinators]
 
     def process(self, process_id: str) -> Process:
         for process in self.processes():
@@ -149,6 +154,13 @@ class Cluster:
         process_id = f"groups-{index}"
         return self._service("groups", process_id, port, *self._leased, "--id", process_id,
                              "--bootstrap", self.bootstrap, *self.spec.coordinator_args, *args)
+
+    def txn_coordinator(self, index: int, port: int | None = None,
+                        args: Sequence[str] = ()) -> ServiceProcess:
+        process_id = f"txns-{index}"
+        return self._service("transactions", process_id, port, *self._leased, "--id",
+                             process_id, "--bootstrap", self.bootstrap,
+                             *self.spec.txn_coordinator_args, *args)
 
     @property
     def _leased(self) -> list[str]:
@@ -203,11 +215,12 @@ class Cluster:
         """The services booted before every storage node is registered and after it,
         in waves (a wave's processes are spawned together, then waited for)."""
         nodes = [*self.controllers, *self.storage]
+        coordinators = [*self.coordinators, *self.txn_coordinators]
         if self.spec.boot is Boot.ONE_BY_ONE:
-            return [[p] for p in [*nodes, *self.gateways]], [[p] for p in self.coordinators]
+            return [[p] for p in [*nodes, *self.gateways]], [[p] for p in coordinators]
         if self.spec.boot is Boot.IN_STAGES:
-            return [nodes, self.gateways], [self.coordinators]
-        return [[*nodes, *self.gateways, *self.coordinators]], []
+            return [nodes, self.gateways], [coordinators]
+        return [[*nodes, *self.gateways, *coordinators]], []
 
     def _boot(self, wave: list[ServiceProcess]) -> None:
         for process in wave:
@@ -224,17 +237,21 @@ class Cluster:
                    timeout or self.spec.registered_timeout, "every storage node to register")
 
     def wait_coordinators_settled(self, timeout: float | None = None) -> None:
-        """Until the group coordinators running now are the registered ones and each
-        shard is held by the one rendezvous hashing gives it (nothing to wait for
-        without coordinators): a test that starts right away would otherwise see
-        shards move, and a group's in-memory state with them."""
-        running = {c.id for c in self.coordinators if c.running()}
-        if not running:
-            return
-        wait_until(lambda: etcd_reads.group_shards_settled(self.etcd.endpoint, self.spec.name,
-                                                           running),
-                   timeout or self.spec.settled_timeout,
-                   f"the group coordinators {sorted(running)} to settle their shards")
+        """Until the group and the transaction coordinators running now are the
+        registered ones of their kind and each shard is held by the one rendezvous
+        hashing gives it (nothing to wait for without coordinators): a test that
+        starts right away would otherwise see shards move, and in-memory state with
+        them."""
+        for processes, transactions in ((self.coordinators, False),
+                                        (self.txn_coordinators, True)):
+            running = {c.id for c in processes if c.running()}
+            if not running:
+                continue
+            wait_until(lambda running=running, transactions=transactions:  # type: ignore[misc]
+                       etcd_reads.shards_settled(self.etcd.endpoint, self.spec.name, running,
+                                                 transactions),
+                       timeout or self.spec.settled_timeout,
+                       f"the coordinators {sorted(running)} to settle their shards")
 
     def stop(self, timeout: float = 15.0) -> int:
         """Stop every running process (see stop_in_order); returns how many ran."""

@@ -9,9 +9,9 @@ import json
 import urllib.error
 
 from strand.cluster.keys import KeySpace
-from strand.coordination.shards import GROUP_TOPIC, preferred_owner
+from strand.coordination.shards import GROUP_TOPIC, TRANSACTION_TOPIC, preferred_owner
 
-__all__ = ["EtcdUnreachable", "etcd_range", "group_shards_settled"]
+__all__ = ["EtcdUnreachable", "etcd_range", "shards_settled"]
 
 EtcdUnreachable = (OSError, urllib.error.URLError)
 
@@ -40,18 +40,23 @@ def etcd_range(endpoint: str, key: str, prefix: bool = False,
             for kv in answer.get("kvs", [])}
 
 
-def group_shards_settled(endpoint: str, cluster: str, instances: set[str]) -> bool:
-    """Whether exactly ``instances`` are registered as group coordinators and every
-    shard of ``__consumer_offsets`` is held by the instance rendezvous hashing gives
-    it: until then shards still move (and with them a group's in-memory state, such
-    as the member ids a join handed out but no member has used yet)."""
+def shards_settled(endpoint: str, cluster: str, instances: set[str],
+                   transactions: bool = False) -> bool:
+    """Whether exactly ``instances`` are registered as group coordinators (transaction
+    coordinators with ``transactions``) and every shard of their internal topic is
+    held by the instance rendezvous hashing gives it: until then shards still move
+    (and with them a coordinator's in-memory state, such as the member ids a join
+    handed out but no member has used yet)."""
     keys = KeySpace(cluster)
+    topic_name, registrations, shard_keys = (
+        (TRANSACTION_TOPIC, keys.txn_coordinators, keys.txn_shards) if transactions
+        else (GROUP_TOPIC, keys.coordinators, keys.group_shards))
     try:
-        topic = etcd_range(endpoint, keys.topic(GROUP_TOPIC)).get(keys.topic(GROUP_TOPIC))
+        topic = etcd_range(endpoint, keys.topic(topic_name)).get(keys.topic(topic_name))
         registered = {key.rsplit("/", 1)[1]
-                      for key in etcd_range(endpoint, keys.coordinators, prefix=True)}
+                      for key in etcd_range(endpoint, registrations, prefix=True)}
         owners = {int(key.rsplit("/", 1)[1]): str(json.loads(value)["instance_id"])
-                  for key, value in etcd_range(endpoint, keys.group_shards, prefix=True).items()}
+                  for key, value in etcd_range(endpoint, shard_keys, prefix=True).items()}
     except EtcdUnreachable:
         return False
     if topic is None or registered != instances:

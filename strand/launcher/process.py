@@ -29,7 +29,7 @@ from strand.launcher.system import LOCALHOST, alive, free_port, port_open, wait_
 REPO = Path(__file__).resolve().parents[2]  # holds strand/ and services/
 # The order in which a cluster stops: clients of the storage nodes first, storage
 # nodes while a controller can still take their controlled shutdown, etcd last.
-STOP_ORDER = ("groups", "gateway", "storage", "controller", "etcd")
+STOP_ORDER = ("transactions", "groups", "gateway", "storage", "controller", "etcd")
 _LOG_TAIL = 3000  # characters of a dead process's log quoted in the error
 
 
@@ -81,7 +81,7 @@ class Process:
 
     def __init__(self, id: str, role: str, log_path: Path, launch: Launch) -> None:
         self.id = id
-        self.role = role  # etcd, controller, storage, gateway or groups
+        self.role = role  # etcd, controller, storage, gateway, groups or transactions
         self.log_path = log_path
         self.launch = launch
         self.process: subprocess.Popen[bytes] | None = None  # when spawned here
