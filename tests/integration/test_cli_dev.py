@@ -31,7 +31,7 @@ def test_dev_up_status_down(tmp_path: Path) -> None:
         processes = json.loads(status.stdout)["processes"]
         roles = sorted(p["role"] for p in processes)
         assert roles == ["controller", "controller", "etcd", "gateway", "groups",
-                         "storage", "storage", "storage"]
+                         "storage", "storage", "storage", "transactions"]
         assert all(p["running"] and p["serving"] for p in processes), processes
         assert all(Path(p["log"]).parent == directory / "logs" for p in processes)
         again = strand("dev", "up", env=env)
@@ -41,7 +41,7 @@ def test_dev_up_status_down(tmp_path: Path) -> None:
     finally:
         stopped = strand("dev", "down", env=env)
     assert stopped.returncode == 0, stopped.stderr
-    assert "stopped 8 processes" in stopped.stderr
+    assert "stopped 9 processes" in stopped.stderr
     assert not (directory / "cluster.json").exists()
     for process in processes:
         pid = int(process["pid"])
