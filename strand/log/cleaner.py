@@ -206,6 +206,10 @@ class LogCleaner:
             fsync_directory(log.directory)
             segment, _ = LogSegment.open(log.directory, base, log.config, recover=True,
                                          now_ms=now_ms)
+            # Markers are kept, so are the aborted transactions they index.
+            segment.txn_index.replace(
+                entry for old in group for entry in old.txn_index.entries)
+            segment.txn_index_stale = False
             segment.flush()
             if not log.replace_segments(group, segment):  # pragma: no cover - lock held
                 raise RuntimeError("segments changed under the log lock")
