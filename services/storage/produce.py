@@ -43,6 +43,7 @@ from strand.errors import (
     RequestTimedOutError,
 )
 from strand.log.log import AppendInfo, PartitionLog
+from strand.log.producer_state import AppendOrigin
 from strand.records.batch import CONTROL_FLAG, HEADER_SIZE, read_header
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ class PartitionAppend:
     topic: str
     partition: int
     records: bytes
+    # COORDINATOR: a transaction marker (services.storage.txn_markers), the only
+    # control batches a leader takes; CLIENT: a producer's batches.
+    origin: AppendOrigin = AppendOrigin.CLIENT
 
 
 @dataclass(slots=True)
@@ -105,7 +109,8 @@ class Appender:
                 epoch = replica.record.leader_epoch
                 partition_log = replica.log
                 info, log_start = await self.disk.run(
-                    lambda: _append_as_leader(partition_log, request.records, epoch), [replica])
+                    lambda: _append_as_leader(partition_log, request.records, epoch,
+                                              request.origin), [replica])
                 if not info.duplicate:  # a retry answered from producer state wrote nothing
                     replica.appended(info.last_offset + 1, info.size_bytes)
                     self.manager.maybe_advance_high_watermark(replica)
@@ -147,10 +152,11 @@ async def _await_replication(replica: Replica, required_offset: int, wait_s: flo
 
 
 
-def _append_as_leader(partition_log: PartitionLog, records: bytes,
-                      leader_epoch: int) -> tuple[AppendInfo, int]:
-    _refuse_control_batches(records)
-    info = partition_log.append_as_leader(records, leader_epoch)
+def _append_as_leader(partition_log: PartitionLog, records: bytes, leader_epoch: int,
+                      origin: AppendOrigin) -> tuple[AppendInfo, int]:
+    if origin is AppendOrigin.CLIENT:
+        _refuse_control_batches(records)
+    info = partition_log.append_as_leader(records, leader_epoch, origin)
     return info, partition_log.log_start_offset
 
 
