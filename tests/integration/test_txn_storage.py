@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Literal
 
 import grpc
 
-from strand import Admin, NewTopic
+from strand import Admin, Consumer, NewTopic, TopicPartition
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -99,6 +100,25 @@ def write_markers(cluster: SdkCluster, pid: int, commit: bool,
         partitions, ErrorCode.NONE), outcome
 
 
+def consume_all(cluster: SdkCluster,
+                isolation: Literal["read_committed", "read_uncommitted"]
+                ) -> dict[tuple[str, int], list[str]]:
+    """Every record a consumer of that isolation level hands out, per partition."""
+    got: dict[tuple[str, int], list[str]] = {tp: [] for tp in PARTITIONS}
+    with Consumer(cluster.bootstrap, isolation_level=isolation,
+                  auto_offset_reset="earliest") as consumer:
+        consumer.assign(PARTITIONS)
+        # 8 offsets per partition: 6 records and 2 markers; the position passes them all.
+        def done() -> bool:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                got[(tp.topic, tp.partition)] += [r.value.decode() for r in records
+                                                   if r.value is not None]
+            return all(consumer.position(TopicPartition(*tp)) == 8 for tp in PARTITIONS)
+
+        wait_until(done, 30, f"a {isolation} consumer at the end of every partition")
+    return got
+
+
 def test_read_committed_sees_committed_transactions_only_after_their_markers(
         sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
     cluster = sdk_cluster_factory(nodes=3)
@@ -146,6 +166,16 @@ def test_read_committed_sees_committed_transactions_only_after_their_markers(
         assert len(visible(stub, topic, partition, committed=False)) == 6
         # read_uncommitted gets no aborted list: it shows everything.
         assert not fetch(stub, topic, partition, committed=False).aborted_transactions
+
+    # The SDK consumer: read_committed hands out the committed records only,
+    # read_uncommitted every data record; neither hands out a marker.
+    expected = {tp: [f"{tp[0]}{tp[1]}{label}-{i}" for label in ("c0", "c1") for i in (0, 1)]
+                for tp in PARTITIONS}
+    assert consume_all(cluster, "read_committed") == expected
+    everything = consume_all(cluster, "read_uncommitted")
+    assert {tp: sorted(values) for tp, values in everything.items()} == {
+        tp: sorted([*values, f"{tp[0]}{tp[1]}a0-0", f"{tp[0]}{tp[1]}a0-1"])
+        for tp, values in expected.items()}
 
     # A transaction whose partition leader is SIGKILLed before its marker: the
     # coordinator's call retries until the new leader has it.
