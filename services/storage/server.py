@@ -35,6 +35,7 @@ from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, Repli
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from services.storage.scrub import DEFAULT_SCRUB_BYTES_PER_S, DEFAULT_SCRUB_INTERVAL_S, LogScrubber
 from services.storage.txn_markers import MarkerWriter, TxnMarker
+from services.storage.txn_verification import NoCoordinatorVerifier, TxnVerifier
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -71,6 +72,7 @@ class StorageSettings:
     scrub_interval_s: float = DEFAULT_SCRUB_INTERVAL_S
     disk_probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S
     disk_probe_bytes: int = DEFAULT_PROBE_BYTES
+    transaction_partition_verification: bool = True
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -92,7 +94,8 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
-        appends = [PartitionAppend(topic.topic, p.partition, p.records)
+        appends = [PartitionAppend(topic.topic, p.partition, p.records,
+                                   transactional_id=request.transactional_id)
                    for topic in request.topics for p in topic.partitions]
         results = await self.appender.append(request.acks, appends,
                                              request.timeout_ms or 30_000)
@@ -236,7 +239,8 @@ class StorageProcess:
                     if settings.scrub_bytes_per_s > 0 else None)
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk), Fetcher(manager, disk, isr, repairs),
+            Appender(manager, disk, _txn_verifier(settings)),
+            Fetcher(manager, disk, isr, repairs),
             OffsetLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
@@ -285,6 +289,14 @@ class StorageProcess:
             await etcd.close()
             disk.shutdown()
             log.info("stopped")
+
+
+def _txn_verifier(settings: StorageSettings) -> TxnVerifier | None:
+    """KIP-890's check of transactional writes. No transaction coordinator client
+    exists yet: with the check on, such writes are refused (COORDINATOR_NOT_AVAILABLE)."""
+    if not settings.transaction_partition_verification:
+        return None
+    return NoCoordinatorVerifier(settings.node_id)
 
 
 async def _controlled_shutdown(manager: ReplicaManager, peers: PeerClients,

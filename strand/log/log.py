@@ -230,6 +230,13 @@ class PartitionLog:
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
+    def open_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has an open transaction here in this epoch (no lock: a
+        dict lookup of an immutable entry)."""
+        entry = self._producers.table.entry(producer_id)
+        return (entry is not None and entry.producer_epoch == producer_epoch
+                and entry.current_txn_first_offset is not None)
+
     def producer_state(self) -> dict[int, ProducerStateEntry]:
         """What this replica knows of each producer id (a copy)."""
         with self._lock:
