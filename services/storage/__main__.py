@@ -52,6 +52,11 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
                         default=int(env("STRAND_DISK_PROBE_BYTES", str(1 << 20))),
                         help="bytes the data directory must take before offline replicas "
                              "recover")
+    parser.add_argument("--transaction-partition-verification", choices=("on", "off"),
+                        default=env("STRAND_TXN_PARTITION_VERIFICATION", "on"),
+                        help="KIP-890: ask the transaction coordinator before taking a "
+                             "transactional batch for a partition not yet in the "
+                             "producer's open transaction")
     args = parser.parse_args(argv)
     if args.node_id is None or int(args.node_id) < 0:
         parser.error("--node-id (or STRAND_NODE_ID) must be given and be >= 0")
@@ -83,6 +88,7 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         reassignment_throttle_bytes_per_s=args.reassignment_throttle * 1024 * 1024,
         scrub_bytes_per_s=args.scrub_rate * 1024 * 1024, scrub_interval_s=args.scrub_interval,
         disk_probe_interval_s=args.disk_probe_interval, disk_probe_bytes=args.disk_probe_bytes,
+        transaction_partition_verification=args.transaction_partition_verification == "on",
     )
 
 

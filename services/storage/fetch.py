@@ -220,7 +220,7 @@ def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
         result = results[read.index]
         partition_log = read.replica.log
         result.high_watermark = partition_log.high_watermark
-        result.last_stable_offset = result.high_watermark  # no transactions yet
+        result.last_stable_offset = partition_log.last_stable_offset
         result.log_start_offset = partition_log.log_start_offset
         result.log_end_offset = partition_log.log_end_offset
         limit = max(0, min(read.request.partition_max_bytes, remaining))
@@ -229,7 +229,13 @@ def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
                 read.request.fetch_offset, limit,
                 max_offset=_upper_bound(result, params.isolation),
                 min_one_batch=first_batch_whole)
-            data = _verified(read, data, node_id, damaged)
+            data, end = _verified(read, data, node_id, damaged)
+            if data and params.isolation is FetchIsolation.TXN_COMMITTED:
+                # The consumer drops the records of these (Kafka's FetchResponse
+                # aborted_transactions): those overlapping what is returned.
+                result.aborted_transactions = [
+                    (txn.producer_id, txn.first_offset) for txn in
+                    partition_log.aborted_transactions(read.request.fetch_offset, end)]
         except Exception as exc:
             fail_partition(result, exc, _what(params))
             continue
@@ -241,15 +247,17 @@ def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
     return total
 
 
-def _verified(read: _Read, data: bytes, node_id: int, damaged: list[_Damaged]) -> bytes:
-    """The valid batches at the start of ``data``; StorageError if there is none."""
+def _verified(read: _Read, data: bytes, node_id: int,
+              damaged: list[_Damaged]) -> tuple[bytes, int]:
+    """The valid batches at the start of ``data`` and the offset after them;
+    StorageError if there is none."""
     checked = verify_batches(data)
     if checked.error is None:
-        return data
+        return data, checked.next_offset
     offset = checked.next_offset if checked.batches else read.request.fetch_offset
     damaged.append(_Damaged(read.replica, offset, checked.error))
     if checked.batches:
-        return data[:checked.valid_bytes]
+        return data[:checked.valid_bytes], checked.next_offset
     request = read.request
     raise StorageError(
         f"the stored batch at offset {offset} of {request.topic}-{request.partition} on node "

@@ -3,14 +3,14 @@
 As in Kafka (``FetchParams``), one request type serves both: ``replica_id`` says who
 fetches (None for a consumer, else the broker id of a follower replica) and
 ``isolation`` how far it may read. Followers read up to the log end offset; consumers
-below the high watermark (below the last stable offset for read_committed, the same
-until transactions land). The Fetch and ReplicaFetch RPCs both become one of these.
+below the high watermark (below the last stable offset for read_committed). The
+Fetch and ReplicaFetch RPCs both become one of these.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -81,3 +81,6 @@ class FetchedPartition:
     log_end_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None  # followers: (epoch, end offset)
     records: bytes = b""
+    # read_committed: (producer id, first offset) of the aborted transactions overlapping
+    # ``records``, in marker order.
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)

@@ -1,8 +1,8 @@
 """ListOffsets: the earliest offset, the latest one, or the first at or after a timestamp.
 
 Only the leader answers, and only with what consumers may read: "latest" is the high
-watermark (the last stable offset for ``read_committed``, the same until
-transactions land), and a timestamp search never finds a record above it.
+watermark (the last stable offset for ``read_committed``), and a timestamp search
+never finds a record above it.
 """
 
 from __future__ import annotations
@@ -86,9 +86,9 @@ class OffsetLookup:
 
 def _lookup(answer: OffsetAnswer, query: OffsetQuery, partition_log: PartitionLog,
             current_epoch: int, read_committed: bool) -> None:
-    # read_committed stops at the last stable offset: the high watermark until
-    # transactions land.
-    upper = partition_log.high_watermark
+    # read_committed stops at the last stable offset (Kafka's ListOffsets).
+    upper = (partition_log.last_stable_offset if read_committed
+             else partition_log.high_watermark)
     if query.timestamp == LATEST:
         answer.offset = upper
         answer.leader_epoch = current_epoch

@@ -36,13 +36,21 @@ from services.storage.errors import (
 )
 from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
+from services.storage.txn_verification import (
+    TxnVerifier,
+    TxnWriter,
+    require_transactional_id,
+    transactional_writer,
+)
 from strand.errors import (
     InvalidRecordError,
+    InvalidTxnStateError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     RequestTimedOutError,
 )
 from strand.log.log import AppendInfo, PartitionLog
+from strand.log.producer_state import AppendOrigin
 from strand.records.batch import CONTROL_FLAG, HEADER_SIZE, read_header
 
 log = logging.getLogger(__name__)
@@ -58,6 +66,10 @@ class PartitionAppend:
     topic: str
     partition: int
     records: bytes
+    # COORDINATOR: a transaction marker (services.storage.txn_markers), the only
+    # control batches a leader takes; CLIENT: a producer's batches.
+    origin: AppendOrigin = AppendOrigin.CLIENT
+    transactional_id: str = ""  # the producer's, for a transactional request
 
 
 @dataclass(slots=True)
@@ -72,9 +84,12 @@ class AppendResult:
 
 
 class Appender:
-    def __init__(self, manager: ReplicaManager, disk: DiskExecutor) -> None:
+    def __init__(self, manager: ReplicaManager, disk: DiskExecutor,
+                 verifier: TxnVerifier | None = None) -> None:
         self.manager = manager
         self.disk = disk
+        # None: no KIP-890 verification of transactional writes.
+        self.verifier = verifier
 
     async def append(self, acks: int, partitions: Sequence[PartitionAppend],
                      timeout_ms: int = 30_000) -> list[AppendResult]:
@@ -97,15 +112,20 @@ class Appender:
             replica = await self.manager.leader_replica_soon(request.topic, request.partition)
             if acks == -1:
                 _check_enough_replicas(replica, NotEnoughReplicasError, "before the append")
+            writer, token = await self._verify(replica, request)
             async with replica.append_lock:
                 # Leadership may have moved while this append queued behind others.
                 if self.manager.leader_replica(request.topic, request.partition) is not replica:
                     raise NotLeaderOrFollowerError(
                         f"{request.topic}-{request.partition} was re-created; retry")
+                _check_verified(replica, request, writer, token)
                 epoch = replica.record.leader_epoch
                 partition_log = replica.log
                 info, log_start = await self.disk.run(
-                    lambda: _append_as_leader(partition_log, request.records, epoch), [replica])
+                    lambda: _append_as_leader(partition_log, request.records, epoch,
+                                              request.origin), [replica])
+                if writer is not None:  # the transaction is open here now (or ended)
+                    replica.verified_txns.pop(writer.producer_id, None)
                 if not info.duplicate:  # a retry answered from producer state wrote nothing
                     replica.appended(info.last_offset + 1, info.size_bytes)
                     self.manager.maybe_advance_high_watermark(replica)
@@ -120,6 +140,57 @@ class Appender:
         result.log_append_time_ms = info.log_append_time
         result.log_start_offset = log_start
         return result
+
+
+    async def _verify(self, replica: Replica, request: PartitionAppend
+                      ) -> tuple[TxnWriter | None, object | None]:
+        """KIP-890: the request's transactional producer (None: nothing to verify),
+        and the token of the coordinator's confirmation when its transaction is not
+        open here yet."""
+        if self.verifier is None or request.origin is not AppendOrigin.CLIENT:
+            return None, None
+        writer = transactional_writer(request.records)
+        if writer is None:
+            return None, None
+        where = f"{request.topic}-{request.partition}"
+        require_transactional_id(request.transactional_id, writer, where)
+        if replica.log.open_transaction(writer.producer_id, writer.producer_epoch):
+            return writer, None
+        # Registered before asking, as Kafka's VerificationGuard: a marker appended
+        # while the question is out invalidates the answer.
+        token = object()
+        guard = (writer.producer_epoch, token)
+        replica.verified_txns[writer.producer_id] = guard
+        try:
+            await self.verifier.verify(request.transactional_id, writer.producer_id,
+                                       writer.producer_epoch, request.topic, request.partition)
+        except BaseException:
+            if replica.verified_txns.get(writer.producer_id) == guard:
+                del replica.verified_txns[writer.producer_id]
+            raise
+        return writer, token
+
+
+def _check_verified(replica: Replica, request: PartitionAppend, writer: TxnWriter | None,
+                    token: object | None) -> None:
+    """Under the append lock: a marker append ends verifications of its producer; a
+    transactional write needs its transaction open here or a still valid confirmation
+    (no marker came between the coordinator's answer and now)."""
+    if request.origin is AppendOrigin.COORDINATOR:
+        header = read_header(memoryview(request.records), 0)
+        replica.verified_txns.pop(header.producer_id, None)
+        return
+    if writer is None or replica.log.open_transaction(writer.producer_id,
+                                                      writer.producer_epoch):
+        return
+    # Not open (any more): only a confirmation no marker has ended since will do.
+    if token is None or replica.verified_txns.get(writer.producer_id) != (
+            writer.producer_epoch, token):
+        raise InvalidTxnStateError(
+            f"{request.topic}-{request.partition}: the transaction of producer "
+            f"{writer.producer_id} (epoch {writer.producer_epoch}) ended while this write "
+            "was being verified; it is not part of an open transaction here: abort the "
+            "transaction and begin a new one")
 
 
 def _check_enough_replicas(replica: Replica, error: type[Exception], when: str) -> None:
@@ -147,10 +218,11 @@ async def _await_replication(replica: Replica, required_offset: int, wait_s: flo
 
 
 
-def _append_as_leader(partition_log: PartitionLog, records: bytes,
-                      leader_epoch: int) -> tuple[AppendInfo, int]:
-    _refuse_control_batches(records)
-    info = partition_log.append_as_leader(records, leader_epoch)
+def _append_as_leader(partition_log: PartitionLog, records: bytes, leader_epoch: int,
+                      origin: AppendOrigin) -> tuple[AppendInfo, int]:
+    if origin is AppendOrigin.CLIENT:
+        _refuse_control_batches(records)
+    info = partition_log.append_as_leader(records, leader_epoch, origin)
     return info, partition_log.log_start_offset
 
 

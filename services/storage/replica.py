@@ -47,6 +47,10 @@ class Replica:
         # batch) until services.storage.repair has repaired it, None otherwise: it
         # then follows nobody, so it cannot rejoin the ISR with what it holds.
         self.out_of_service: str | None = None
+        # KIP-890: producer id -> (epoch, token) of a transaction the coordinator said
+        # includes this partition, until a batch opens it here or a marker ends it
+        # (services.storage.txn_verification).
+        self.verified_txns: dict[int, tuple[int, object]] = {}
         # (high watermark, log start offset) last written to the offsets checkpoint.
         self.checkpointed: tuple[int, int] = (-1, -1)
         self._waiters: set[asyncio.Future[None]] = set()

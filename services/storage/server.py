@@ -34,6 +34,8 @@ from services.storage.repair import DEFAULT_PROBE_BYTES, DEFAULT_PROBE_INTERVAL_
 from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, ReplicaFetchers
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from services.storage.scrub import DEFAULT_SCRUB_BYTES_PER_S, DEFAULT_SCRUB_INTERVAL_S, LogScrubber
+from services.storage.txn_markers import MarkerWriter, TxnMarker
+from services.storage.txn_verification import NoCoordinatorVerifier, TxnVerifier
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -70,6 +72,7 @@ class StorageSettings:
     scrub_interval_s: float = DEFAULT_SCRUB_INTERVAL_S
     disk_probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S
     disk_probe_bytes: int = DEFAULT_PROBE_BYTES
+    transaction_partition_verification: bool = True
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -87,10 +90,12 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
         self.appender = appender
         self.fetcher = fetcher
         self.offsets = offsets
+        self.markers = MarkerWriter(appender)
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
-        appends = [PartitionAppend(topic.topic, p.partition, p.records)
+        appends = [PartitionAppend(topic.topic, p.partition, p.records,
+                                   transactional_id=request.transactional_id)
                    for topic in request.topics for p in topic.partitions]
         results = await self.appender.append(request.acks, appends,
                                              request.timeout_ms or 30_000)
@@ -115,6 +120,26 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
         answers = await self.offsets.list_offsets(
             queries, request.isolation_level == pb.READ_COMMITTED)
         return _per_topic(pb.ListOffsetsResponse(), request.topics, answers, _add_offset_answer)
+
+    async def WriteTxnMarkers(self, request: storage_pb2.WriteTxnMarkersRequest,
+                              context: grpc.aio.ServicerContext
+                              ) -> storage_pb2.WriteTxnMarkersResponse:
+        markers = [TxnMarker(m.producer_id, m.producer_epoch, m.committed,
+                             m.coordinator_epoch,
+                             [(t.topic, p) for t in m.topics for p in t.partitions])
+                   for m in request.markers]
+        outcomes = await self.markers.write(markers, request.timeout_ms or 30_000)
+        response = storage_pb2.WriteTxnMarkersResponse()
+        for marker, results in zip(request.markers, outcomes, strict=True):
+            out = response.markers.add(producer_id=marker.producer_id)
+            remaining = iter(results)
+            for topic in marker.topics:
+                parts = out.topics.add(topic=topic.topic).partitions
+                for _ in topic.partitions:
+                    result = next(remaining)
+                    parts.add(partition=result.partition, error_code=result.error_code,
+                              error_message=result.error_message)
+        return response
 
     async def ReplicaFetch(self, request: storage_pb2.ReplicaFetchRequest,
                            context: grpc.aio.ServicerContext) -> storage_pb2.ReplicaFetchResponse:
@@ -155,7 +180,9 @@ def _add_fetched(partitions: Any, result: FetchedPartition) -> None:
         partition=result.partition, error_code=result.error_code,
         error_message=result.error_message, high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
-        records=result.records)
+        records=result.records, aborted_transactions=[
+            pb.AbortedTransaction(producer_id=pid, first_offset=first)
+            for pid, first in result.aborted_transactions])
 
 
 def _add_offset_answer(partitions: Any, answer: OffsetAnswer) -> None:
@@ -212,7 +239,8 @@ class StorageProcess:
                     if settings.scrub_bytes_per_s > 0 else None)
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk), Fetcher(manager, disk, isr, repairs),
+            Appender(manager, disk, _txn_verifier(settings)),
+            Fetcher(manager, disk, isr, repairs),
             OffsetLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
@@ -261,6 +289,14 @@ class StorageProcess:
             await etcd.close()
             disk.shutdown()
             log.info("stopped")
+
+
+def _txn_verifier(settings: StorageSettings) -> TxnVerifier | None:
+    """KIP-890's check of transactional writes. No transaction coordinator client
+    exists yet: with the check on, such writes are refused (COORDINATOR_NOT_AVAILABLE)."""
+    if not settings.transaction_partition_verification:
+        return None
+    return NoCoordinatorVerifier(settings.node_id)
 
 
 async def _controlled_shutdown(manager: ReplicaManager, peers: PeerClients,

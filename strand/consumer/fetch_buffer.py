@@ -6,16 +6,24 @@ data may end in a cut-off batch (ignored: the next fetch starts at the end of th
 last complete one). Batches are decoded (and their CRC checked) one at a time as
 ``poll()`` needs records, so a large answer costs nothing until it is read and
 ``max_records`` does not force decoding everything at once.
+
+Transaction markers (control batches) never reach users. With ``read_committed`` the
+answer stops at the last stable offset and lists the aborted transactions overlapping
+it (producer id, first offset): as in Kafka's ``CompletedFetch``, a producer's
+transactional batches are dropped from the first offset of an aborted transaction of
+its up to the ABORT marker that ends it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import heapq
+from collections.abc import Iterable, Iterator
 
 from strand.client.structs import TopicPartition
 from strand.consumer.records import ConsumerRecord
 from strand.records import RecordBatch, iter_record_batches
-from strand.records.batch import HEADER_SIZE, LOG_OVERHEAD, SPAN
+from strand.records.batch import HEADER_SIZE, LOG_OVERHEAD, NO_PRODUCER_ID, SPAN, BatchHeader
+from strand.records.control import ControlType, parse_control_type
 
 __all__ = ["CompletedFetch", "end_offset"]
 
@@ -41,11 +49,14 @@ def end_offset(data: bytes, default: int) -> int:
 class CompletedFetch:
     """One partition's records from one fetch answer; see the module docstring."""
 
-    __slots__ = ("_batch_next", "_batches", "_index", "_records", "done", "fetch_offset",
-                 "next_fetch_offset", "size", "tp")
+    __slots__ = ("_aborted", "_aborting", "_batch_next", "_batches", "_index", "_records",
+                 "done", "fetch_offset", "next_fetch_offset", "size", "tp")
 
     def __init__(self, tp: TopicPartition, data: bytes, fetch_offset: int,
-                 check_crcs: bool = True) -> None:
+                 check_crcs: bool = True,
+                 aborted_transactions: Iterable[tuple[int, int]] | None = None) -> None:
+        """``aborted_transactions``: (producer id, first offset) of a read_committed
+        answer; None for read_uncommitted (every data record is shown)."""
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.size = len(data)
@@ -55,6 +66,12 @@ class CompletedFetch:
         self._index = 0
         self._batch_next = fetch_offset
         self.done = False
+        # (first offset, producer id) not reached yet, and producers being dropped.
+        self._aborted = ([(first, pid) for pid, first in aborted_transactions]
+                         if aborted_transactions is not None else None)
+        if self._aborted:
+            heapq.heapify(self._aborted)
+        self._aborting: set[int] = set()
 
     def take(self, position: int, max_records: int) -> tuple[list[ConsumerRecord], int]:
         """Up to ``max_records`` records at or after ``position``, and the position after
@@ -90,8 +107,9 @@ class CompletedFetch:
             next_offset = header.base_offset + header.last_offset_delta + 1
             self._batch_next = next_offset
             self._index = 0
-            if next_offset <= position or header.is_control:
-                self._records = []  # consumed before, or a transaction marker
+            aborted = self._is_aborted(header, batch) if self._aborted is not None else False
+            if next_offset <= position or header.is_control or aborted:
+                self._records = []  # consumed before, a marker, or an aborted transaction
                 continue
             timestamp_type = header.timestamp_type
             self._records = [
@@ -99,3 +117,20 @@ class CompletedFetch:
                                r.key, r.value, r.headers)
                 for r in batch.records()
             ]
+
+    def _is_aborted(self, header: BatchHeader, batch: RecordBatch) -> bool:
+        """read_committed: whether ``batch`` belongs to an aborted transaction (a
+        control batch is never shown anyway; an ABORT marker ends the dropping)."""
+        pid = header.producer_id
+        if pid == NO_PRODUCER_ID:
+            return False
+        pending = self._aborted
+        last_offset = header.base_offset + header.last_offset_delta
+        while pending and pending[0][0] <= last_offset:
+            self._aborting.add(heapq.heappop(pending)[1])
+        if header.is_control:
+            records = batch.records()
+            if records and parse_control_type(records[0]) == ControlType.ABORT:
+                self._aborting.discard(pid)
+            return False
+        return header.is_transactional and pid in self._aborting

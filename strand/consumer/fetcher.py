@@ -231,7 +231,10 @@ class Fetcher:
                 state.log_start_offset = part.log_start_offset
                 state.last_stable_offset = part.last_stable_offset
             if part.records:
-                chunk = CompletedFetch(tp, part.records, state.fetch_offset, settings.check_crcs)
+                aborted = ([(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+                           if settings.isolation == pb.READ_COMMITTED else None)
+                chunk = CompletedFetch(tp, part.records, state.fetch_offset,
+                                       settings.check_crcs, aborted)
                 if chunk.next_fetch_offset > state.fetch_offset:
                     state.buffered.append(chunk)
                     state.fetch_offset = chunk.next_fetch_offset

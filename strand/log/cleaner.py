@@ -3,15 +3,20 @@
 One pass, as Kafka's cleaner does it:
 
 1. The cleanable range is every segment that lies wholly below the first
-   uncleanable offset: the active segment's base, the high watermark, and the first
-   segment younger than ``min.compaction.lag.ms``. The active segment is never touched.
-2. Build a map key → latest offset over that range.
+   uncleanable offset: the active segment's base, the last stable offset (every
+   transaction in the range is decided), and the first segment younger than
+   ``min.compaction.lag.ms``. The active segment is never touched.
+2. Build a map key → latest offset over that range (records of aborted transactions
+   left out).
 3. Rewrite the range group by group (consecutive segments whose total fits one
    segment): a record stays if it is the latest of its key; a tombstone (null value)
    stays until its segment's newest timestamp is older than ``delete.retention.ms``,
    so consumers that are behind still see the delete. Batches whose records all stay
    are copied byte for byte; others are rebuilt with the same codec, producer fields
-   and offsets, so every record keeps its offset. Control batches are kept.
+   and offsets, so every record keeps its offset. Transactions follow Kafka's rules
+   (:mod:`strand.log.cleaner_txns`): aborted batches go, markers go once their
+   transaction has no data left and ``delete.retention.ms`` passed, each producer's
+   last batch stays.
 4. Swap each group in crash-safely: write ``<base>.log.cleaned`` and fsync it, rename
    it to ``.log.swap`` (the commit point), delete the old segments, rename the swap
    to ``.log``. The loader finishes a swap interrupted at any step; a ``.cleaned``
@@ -28,12 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from strand.log.cleaner_txns import TxnCleaning, last_batches
 from strand.log.config import INT_MAX
 from strand.log.files import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, fsync_directory, segment_path
 from strand.log.log import PartitionLog
 from strand.log.segment import LogSegment
 from strand.records.batch import BatchHeader
-from strand.records.builder import BatchBuilder
+from strand.records.builder import BatchBuilder, build_empty_batch
 from strand.records.reader import RecordBatch
 from strand.records.record import Record
 
@@ -49,11 +55,12 @@ class CleanResult:
     records_removed: int
     tombstones_removed: int
     cleaned_up_to: int
+    markers_removed: int = 0
 
 
 def first_uncleanable_offset(log: PartitionLog, now_ms: int) -> int:
     segments = log.segments
-    limit = min(segments[-1].base_offset, log.high_watermark)
+    limit = min(segments[-1].base_offset, log.last_stable_offset)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for segment in segments[:-1]:
@@ -115,15 +122,18 @@ class LogCleaner:
         if not segments:
             return None
         cleaned_up_to = segments[-1].next_offset
-        latest = self._build_offset_map(segments)
+        aborted = log.aborted_transactions(segments[0].base_offset, cleaned_up_to)
+        last_batch = last_batches(log.segments)
+        latest = self._build_offset_map(segments, TxnCleaning.start(aborted, last_batch))
+        txns = TxnCleaning.start(aborted, last_batch)
         horizon = now_ms - log.config.delete_retention_ms
         bytes_before = sum(s.size for s in segments)
         removed = tombstones = 0
         new_segments: list[LogSegment] = []
         for group in _group_segments(segments, log.config.segment_bytes):
             path, group_removed, group_tombstones = self._write_cleaned(
-                group, latest, horizon, log.directory)
-            swapped = self._swap_in(log, group, path, now_ms)
+                group, latest, horizon, log.directory, txns)
+            swapped = self._swap_in(log, group, path, now_ms, txns)
             if swapped is None:
                 logger.warning("log changed during cleaning; stopping this pass",
                                extra={"segments": [s.base_offset for s in group]})
@@ -143,14 +153,16 @@ class LogCleaner:
             records_removed=removed,
             tombstones_removed=tombstones,
             cleaned_up_to=cleaned_up_to,
+            markers_removed=txns.removed_markers,
         )
 
     @staticmethod
-    def _build_offset_map(segments: Sequence[LogSegment]) -> dict[bytes, int]:
+    def _build_offset_map(segments: Sequence[LogSegment],
+                          txns: TxnCleaning) -> dict[bytes, int]:
         latest: dict[bytes, int] = {}
         for segment in segments:
             for header, data in segment.read_all():
-                if header.is_control:
+                if header.is_control or txns.aborted_data(header):
                     continue
                 for record in RecordBatch(data, validate=False).records():
                     if record.key is not None:
@@ -159,7 +171,8 @@ class LogCleaner:
 
     @staticmethod
     def _write_cleaned(
-        group: Sequence[LogSegment], latest: dict[bytes, int], horizon: int, directory: Path
+        group: Sequence[LogSegment], latest: dict[bytes, int], horizon: int, directory: Path,
+        txns: TxnCleaning,
     ) -> tuple[Path, int, int]:
         path = segment_path(directory, group[0].base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
         removed = tombstones = 0
@@ -168,9 +181,13 @@ class LogCleaner:
                 tombstones_expire = segment.max_timestamp <= horizon
                 for header, data in segment.read_all():
                     if header.is_control:
-                        out.write(data)
+                        if txns.keep_marker(header, bytes(data), tombstones_expire):
+                            out.write(data)
                         continue
                     records = RecordBatch(data, validate=False).records()
+                    if txns.aborted_data(header):
+                        removed += len(records)
+                        continue
                     kept: list[Record] = []
                     for record in records:
                         if record.key is None or latest.get(record.key) != record.offset:
@@ -180,17 +197,23 @@ class LogCleaner:
                             tombstones += 1
                         else:
                             kept.append(record)
+                    if kept:
+                        txns.data_retained(header)
                     if len(kept) == len(records):
                         out.write(data)
                     elif kept:
                         out.write(_rebuild_batch(header, kept))
+                    elif txns.is_producers_last(header):
+                        # Its producer's state (epoch, sequence) is rebuilt from it.
+                        out.write(build_empty_batch(header))
             out.flush()
             os.fsync(out.fileno())
         return path, removed, tombstones
 
     @staticmethod
     def _swap_in(
-        log: PartitionLog, group: Sequence[LogSegment], cleaned: Path, now_ms: int
+        log: PartitionLog, group: Sequence[LogSegment], cleaned: Path, now_ms: int,
+        txns: TxnCleaning,
     ) -> LogSegment | None:
         base = group[0].base_offset
         with log.mutation_lock:
@@ -206,6 +229,10 @@ class LogCleaner:
             fsync_directory(log.directory)
             segment, _ = LogSegment.open(log.directory, base, log.config, recover=True,
                                          now_ms=now_ms)
+            # The aborted transactions whose markers stayed.
+            segment.txn_index.replace(txns.index_entries(
+                entry for old in group for entry in old.txn_index.entries))
+            segment.txn_index_stale = False
             segment.flush()
             if not log.replace_segments(group, segment):  # pragma: no cover - lock held
                 raise RuntimeError("segments changed under the log lock")

@@ -12,6 +12,7 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (strand.log.txn_index)
 CLEANED_SUFFIX = ".cleaned"  # a compaction output still being written
 SWAP_SUFFIX = ".swap"  # a complete compaction output waiting to replace its sources
 DELETED_SUFFIX = ".deleted"  # a segment file on its way out

@@ -33,6 +33,7 @@ from strand.log.files import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     fsync_directory,
     parse_base_offset,
     segment_path,
@@ -64,7 +65,7 @@ def _swap_next_offset(path: Path, base_offset: int) -> int:
 
 
 def _delete_segment_files(directory: Path, base_offset: int) -> None:
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
 
 
@@ -95,7 +96,7 @@ def _complete_swaps(directory: Path) -> None:
 
 
 def _remove_orphan_indexes(directory: Path) -> None:
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         for path in directory.glob(f"*{suffix}"):
             base = parse_base_offset(path.name)
             if base is None or not segment_path(directory, base, LOG_SUFFIX).exists():

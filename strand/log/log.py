@@ -52,10 +52,12 @@ from strand.log.files import Buffer, fsync_directory
 from strand.log.leader_epoch import LeaderEpochCache
 from strand.log.loader import load_segments
 from strand.log.producer_state import AppendOrigin, ProducerStateEntry
-from strand.log.producer_state_manager import ProducerStateManager
+from strand.log.producer_state_manager import PendingUpdate, ProducerStateManager
 from strand.log.reading import offset_for_timestamp, read_batches
 from strand.log.retention import deletable_prefix
 from strand.log.segment import LogSegment
+from strand.log.transactions import TxnTracker, collect_aborted, rebuild_txn_indexes
+from strand.log.txn_index import AbortedTxn
 from strand.records.batch import BatchHeader, TimestampType, split_batches
 
 __all__ = ["AppendInfo", "PartitionLog", "wall_clock_ms"]
@@ -99,6 +101,10 @@ class PartitionLog:
         self._closed = False
         self._guard = WriteGuard(directory)
         self._producers = ProducerStateManager(directory, config.producer_id_expiration_ms)
+        self._txns = TxnTracker()
+        # min(high watermark, first undecided transaction offset): read_committed's bound,
+        # kept up to date under the lock as either changes (read without it).
+        self._last_stable_offset = self._high_watermark
         # The first offset a verification found untrustworthy, recorded in the
         # directory until truncate_at_damage cuts it away (None: no such mark).
         self.damaged_from = read_damage_mark(directory)
@@ -130,6 +136,10 @@ class PartitionLog:
         epochs.truncate_from_end(partition_log.log_end_offset)
         epochs.truncate_from_start(partition_log.log_start_offset)
         partition_log._rebuild_producer_state()
+        rebuilt = rebuild_txn_indexes(partition_log._segments)
+        if rebuilt:
+            log.info("aborted transaction indexes rebuilt", extra={
+                "directory": str(directory), "segments": rebuilt})
         if loaded.truncated_bytes or loaded.deleted_segments:
             log.warning("log recovered", extra={
                 "directory": str(directory), "truncated_bytes": loaded.truncated_bytes,
@@ -186,6 +196,20 @@ class PartitionLog:
         return self._high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of an undecided transaction below it
+        (read_committed consumers read below it)."""
+        return self._last_stable_offset
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper) (read_committed fetch)."""
+        return collect_aborted(self._segments, self._bases, start, upper)
+
+    def _update_last_stable_offset(self) -> None:
+        self._last_stable_offset = self._txns.last_stable_offset(
+            self._high_watermark, self._producers.table.first_undecided_offset())
+
+    @property
     def recovery_point(self) -> int:
         return self._recovery_point
 
@@ -206,6 +230,13 @@ class PartitionLog:
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
+    def open_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has an open transaction here in this epoch (no lock: a
+        dict lookup of an immutable entry)."""
+        entry = self._producers.table.entry(producer_id)
+        return (entry is not None and entry.producer_epoch == producer_epoch
+                and entry.current_txn_first_offset is not None)
+
     def producer_state(self) -> dict[int, ProducerStateEntry]:
         """What this replica knows of each producer id (a copy)."""
         with self._lock:
@@ -219,6 +250,8 @@ class PartitionLog:
     def _rebuild_producer_state(self) -> None:
         self._producers.rebuild(self._segments, self._log_start_offset, self._next_offset,
                                 self._clock())
+        self._txns.truncate(self._next_offset)
+        self._update_last_stable_offset()
 
     def update_config(self, config: LogConfig) -> None:
         """Apply a changed topic configuration (Kafka's dynamic topic config).
@@ -316,7 +349,7 @@ class PartitionLog:
             if leader_epoch >= 0:  # before the data, as Kafka does: never data without it
                 self.leader_epochs.assign(leader_epoch, assigned[0][0])
             info = self._append(pieces, assigned, now)
-            self._producers.commit(pending, info.last_offset + 1)
+            self._commit_producers(pending, info.last_offset + 1)
             if log_append_time:
                 info = dataclasses.replace(info, log_append_time=now)
             return info
@@ -346,8 +379,17 @@ class PartitionLog:
                     self.leader_epochs.assign(epoch, header.base_offset)
             info = self._append([view], [(h.base_offset, h) for _, h in batches],
                                 self._clock())
-            self._producers.commit(pending, info.last_offset + 1)
+            self._commit_producers(pending, info.last_offset + 1)
             return info
+
+    def _commit_producers(self, pending: PendingUpdate, end_offset: int) -> None:
+        """The appended batches are on disk: their producer state becomes the state, and
+        the transactions their markers ended go to the LSO and the aborted index."""
+        self._producers.commit(pending, end_offset)
+        if pending.completed:
+            self._txns.complete(pending.completed, self._segments[-1],
+                                self._producers.table.ongoing, self._high_watermark)
+        self._update_last_stable_offset()
 
     def _append(
         self, pieces: Sequence[Buffer], batches: list[tuple[int, BatchHeader]], now: int
@@ -497,6 +539,7 @@ class PartitionLog:
         with self._lock:
             self._high_watermark = min(max(high_watermark, self._log_start_offset),
                                        self._next_offset)
+            self._update_last_stable_offset()
             return self._high_watermark
 
     def advance_log_start_offset(self, offset: int) -> None:
@@ -587,6 +630,8 @@ class PartitionLog:
             self._high_watermark = self._recovery_point = self.cleaner_offset = offset
             self.leader_epochs.clear()
             self._producers.truncate_fully_and_start_at(offset)
+            self._txns = TxnTracker()
+            self._update_last_stable_offset()
             self._directory_dirty = True
             self._save_checkpoint()
 
@@ -622,6 +667,7 @@ class PartitionLog:
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self.cleaner_offset = max(self.cleaner_offset, self._log_start_offset)
             self._high_watermark = max(self._high_watermark, self._log_start_offset)
+            self._update_last_stable_offset()
             self.leader_epochs.truncate_from_start(self._log_start_offset)
             self._save_checkpoint()
             log.info("deleted segments", extra={"directory": str(self.directory),

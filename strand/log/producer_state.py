@@ -223,6 +223,9 @@ class ProducerStateTable:
 
     producers: dict[int, ProducerStateEntry] = field(default_factory=dict)
     map_end_offset: int = 0
+    # producer id -> first offset of its open transaction (kept with ``producers``, so
+    # the LSO costs the open transactions, not every producer).
+    ongoing: dict[int, int] = field(default_factory=dict)
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -233,10 +236,17 @@ class ProducerStateTable:
         return ProducerAppendInfo(current, origin, partition)
 
     def update(self, info: ProducerAppendInfo) -> None:
-        self.producers[info.producer_id] = info.entry
+        entry = info.entry
+        self.producers[info.producer_id] = entry
+        if entry.current_txn_first_offset is None:
+            self.ongoing.pop(info.producer_id, None)
+        else:
+            self.ongoing[info.producer_id] = entry.current_txn_first_offset
 
     def load(self, entries: Iterable[ProducerStateEntry], map_end_offset: int) -> None:
         self.producers = {entry.producer_id: entry for entry in entries}
+        self.ongoing = {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                        if e.current_txn_first_offset is not None}
         self.map_end_offset = map_end_offset
 
     def clear(self, map_end_offset: int) -> None:
@@ -244,9 +254,7 @@ class ProducerStateTable:
 
     def first_undecided_offset(self) -> int | None:
         """The first offset of the oldest open transaction (the LSO's bound)."""
-        offsets = [e.current_txn_first_offset for e in self.producers.values()
-                   if e.current_txn_first_offset is not None]
-        return min(offsets, default=None)
+        return min(self.ongoing.values(), default=None)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget producers idle for ``producer.id.expiration.ms`` (never one with an open

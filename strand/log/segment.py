@@ -20,6 +20,7 @@ from strand.log.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     Buffer,
     segment_path,
     write_all,
@@ -28,6 +29,7 @@ from strand.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from strand.log.offset_index import CorruptIndexError, OffsetIndex
 from strand.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from strand.log.time_index import TimeIndex
+from strand.log.txn_index import TransactionIndex
 from strand.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -62,6 +64,10 @@ class LogSegment:
         self._fd = file.fileno()
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = TransactionIndex(segment_path(directory, base_offset, TXN_INDEX_SUFFIX))
+        # Set when the aborted-transaction index was dropped (recovery): the partition
+        # log rebuilds it from its control batches (strand.log.transactions).
+        self.txn_index_stale = False
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -100,6 +106,7 @@ class LogSegment:
         try:
             segment.time_index.reset()
             segment.offset_index.reset()
+            segment.txn_index.replace(())  # a stale one left by an older segment
         except OSError:  # no half-made segment stays behind (a full disk)
             file.close()
             segment.delete_files()
@@ -139,6 +146,7 @@ class LogSegment:
                     time_path, base_offset, time_capacity, segment.next_offset)
                 segment._check_indexes_agree()
                 segment._load_max_timestamp()
+                segment.txn_index = TransactionIndex.load(segment.txn_index.path)
                 return segment, 0
             except (FileNotFoundError, CorruptIndexError, CorruptRecordError):
                 pass  # untrustworthy: rebuild below
@@ -234,6 +242,8 @@ class LogSegment:
         """Rebuild indexes from validated batches; truncate at the first bad byte."""
         self.time_index.reset()
         self.offset_index.reset()
+        self.txn_index.replace(())
+        self.txn_index_stale = True
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self.rolling_base_timestamp = None
         self._bytes_since_last_index_entry = 0
@@ -321,6 +331,7 @@ class LogSegment:
         self.rolling_base_timestamp = None
         self._load_tail()
         self.time_index.truncate_to_offset(self.next_offset)
+        self.txn_index.truncate_to(self.next_offset)
         self._load_max_timestamp()
         self._bytes_since_last_index_entry = 0
         return removed
@@ -351,6 +362,7 @@ class LogSegment:
     def flush(self) -> None:
         os.fsync(self._fd)
         self._write_indexes(fsync=True)
+        self.txn_index.flush()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -442,7 +454,8 @@ class LogSegment:
         return segment_path(self.directory, self.base_offset, LOG_SUFFIX)
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path,
+                self.txn_index.path]
 
     def close(self, *, write_indexes: bool = True) -> None:
         """Close the file; ``write_indexes=False`` for a log whose disk failed (the next

@@ -20,6 +20,7 @@ from strand.records.batch import (
     NO_SEQUENCE,
     TIMESTAMP_TYPE_FLAG,
     TRANSACTIONAL_FLAG,
+    BatchHeader,
     TimestampType,
 )
 from strand.records.compression import Compression, compress
@@ -222,3 +223,18 @@ class BatchBuilder:
         crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(header)[21:]))
         header[17:21] = crc.to_bytes(4, "big")
         return bytes(header) + payload
+
+
+def build_empty_batch(header: BatchHeader) -> bytes:
+    """A batch with ``header``'s fields and offset span but no record: what compaction
+    keeps of a producer's last batch once all its records are gone (as Kafka does),
+    so the producer's epoch and last sequence can still be rebuilt from the log."""
+    attributes = header.attributes & ~0x07  # no payload: no compression
+    packed = bytearray(HEADER.pack(
+        header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch,
+        MAGIC, 0, attributes, header.last_offset_delta, header.base_timestamp,
+        header.max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, 0))
+    crc = crc32c.crc32c(b"", crc32c.crc32c(memoryview(packed)[21:]))
+    packed[17:21] = crc.to_bytes(4, "big")
+    return bytes(packed)

@@ -55,6 +55,11 @@ class StorageStub:
                 request_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/strand.v1.Storage/WriteTxnMarkers',
+                request_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServicer:
@@ -86,6 +91,15 @@ class StorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """The transaction coordinator ends a transaction on each of its partitions: the
+        leader appends a COMMIT or ABORT control batch (Kafka's WriteTxnMarkers) and
+        answers once the in-sync replicas have it (as acks=all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +122,11 @@ def add_StorageServicer_to_server(servicer, server):
                     servicer.ReplicaFetch,
                     request_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.FromString,
                     response_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -218,6 +237,33 @@ class Storage:
             '/strand.v1.Storage/ReplicaFetch',
             strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
             strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Storage/WriteTxnMarkers',
+            strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
+            strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,23 +45,26 @@ def cluster_spec(directory: Path, name: str, **shape: Any) -> ClusterSpec:
 
 
 def sdk_spec(directory: Path, nodes: int = 2, name: str = "sdk",
-             coordinators: int = 0, txn_coordinators: int = 0) -> ClusterSpec:
+             coordinators: int = 0, txn_coordinators: int = 0,
+             storage_args: tuple[str, ...] = ()) -> ClusterSpec:
     """etcd, a controller, ``nodes`` storage nodes (racks r1, r2 …), a gateway,
     ``coordinators`` group coordinators (4 shards of __consumer_offsets, a 300 ms
     initial rebalance delay) and ``txn_coordinators`` transaction coordinators (4
     shards of __transaction_state, timed-out transactions looked for every 200 ms),
     for the SDK's tests: clients connect to ``bootstrap``."""
     return cluster_spec(directory, name, storage_nodes=nodes, coordinators=coordinators,
-                     txn_coordinators=txn_coordinators,
+                     txn_coordinators=txn_coordinators, storage_args=storage_args,
                      controller_args=("--preferred-leader-interval", "2"),
                      coordinator_args=("--shards", "4", "--initial-rebalance-delay-ms", "300"),
                      txn_coordinator_args=("--shards", "4", "--abort-interval-ms", "200"))
 
 
 def start_sdk_cluster(directory: Path, nodes: int = 2, name: str = "sdk",
-                      coordinators: int = 0, txn_coordinators: int = 0) -> SdkCluster:
+                      coordinators: int = 0, txn_coordinators: int = 0,
+                      storage_args: tuple[str, ...] = ()) -> SdkCluster:
     directory.mkdir(parents=True, exist_ok=True)
-    return Cluster(sdk_spec(directory, nodes, name, coordinators, txn_coordinators)).start()
+    return Cluster(sdk_spec(directory, nodes, name, coordinators, txn_coordinators,
+                            storage_args)).start()
 
 
 Placement = dict[int, tuple[int | None, tuple[int, ...]]]

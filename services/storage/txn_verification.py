@@ -1,0 +1,82 @@
+"""KIP-890 part 1: a leader takes a transactional batch only for a partition that is
+part of the producer's open transaction.
+
+When a (producer id, epoch) writes a transactional batch to a partition where it has
+no open transaction, the leader first asks the transaction coordinator (Kafka's
+AddPartitionsToTxn with ``verify_only``) whether the partition was added to the
+producer's ongoing transaction. The answer is remembered as a guard on the replica
+(Kafka's ``VerificationGuard``); a transaction marker for that producer removes it,
+so a late request of an aborted transaction, verified before its ABORT marker,
+cannot open a new transaction on the partition afterwards: it is refused with
+INVALID_TXN_STATE. Once the transaction is open on the partition, its later batches
+need no verification.
+
+The coordinator is reached through a :class:`TxnVerifier` (the gRPC adapter lives with
+the server). Until a coordinator client is configured the node uses
+:class:`NoCoordinatorVerifier`, which refuses such writes with
+COORDINATOR_NOT_AVAILABLE; ``--transaction-partition-verification off`` (Kafka's
+``transaction.partition.verification.enable=false``) turns the check off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from strand.errors import CoordinatorNotAvailableError, InvalidRequestError
+from strand.records.batch import HEADER_SIZE, NO_PRODUCER_ID, read_header
+
+
+class TxnVerifier(Protocol):
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     topic: str, partition: int) -> None:
+        """Return if ``topic``-``partition`` is part of the producer's ongoing
+        transaction; raise the coordinator's typed error otherwise
+        (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, NOT_COORDINATOR...)."""
+
+
+class NoCoordinatorVerifier:
+    """No transaction coordinator client on this node: every verification fails."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     topic: str, partition: int) -> None:
+        raise CoordinatorNotAvailableError(
+            f"storage node {self.node_id} cannot verify that {topic}-{partition} is part of "
+            f"the transaction of {transactional_id!r} (producer {producer_id}, epoch "
+            f"{producer_epoch}): it has no transaction coordinator client; retry once "
+            "one is configured, or run the node with --transaction-partition-verification off")
+
+
+@dataclass(frozen=True, slots=True)
+class TxnWriter:
+    """The transactional producer of a request (its first transactional data batch)."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+def transactional_writer(records: bytes) -> TxnWriter | None:
+    """The producer of the first transactional data batch of ``records``, if any. Reads
+    headers only; framing errors are left to the append's validation."""
+    view = memoryview(records)
+    pos = 0
+    while len(view) - pos >= HEADER_SIZE:
+        header = read_header(view, pos)
+        if (header.is_transactional and not header.is_control
+                and header.producer_id != NO_PRODUCER_ID):
+            return TxnWriter(header.producer_id, header.producer_epoch)
+        if header.size_in_bytes < HEADER_SIZE:
+            return None
+        pos += header.size_in_bytes
+    return None
+
+
+def require_transactional_id(transactional_id: str, writer: TxnWriter, where: str) -> None:
+    if not transactional_id:
+        raise InvalidRequestError(
+            f"transactional batch of producer {writer.producer_id} for {where} comes "
+            "without the producer's transactional id: a transactional producer sends it "
+            "with every produce request")

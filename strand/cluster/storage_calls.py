@@ -1,0 +1,133 @@
+"""Calls the transaction coordinator makes to partition leaders: WriteTxnMarkers.
+
+Each partition's marker goes to its leader as the watched metadata cache knows it,
+grouped into one call per leader node; partitions answered with a retriable error
+(the leadership moved, not enough in-sync replicas, a timeout, the node unreachable)
+are sent again, to the then current leader, until every partition has a final
+answer or ``timeout_s`` passes (Kafka's TransactionMarkerChannelManager retries the
+same way). A partition of a deleted topic is final (nothing left to end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import grpc
+
+from strand.cluster.cache import MetadataCache
+from strand.errors import ErrorCode
+from strand.v1 import storage_pb2, storage_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 10.0
+RETRY_S = 0.1
+TopicPartition = tuple[str, int]
+
+# Answers after which the coordinator asks again (maybe another leader).
+RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+})
+_UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.CANCELLED}
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerError:
+    code: ErrorCode
+    message: str
+
+
+class StorageMarkerWriter:
+    """Writes a transaction's COMMIT/ABORT markers to its partitions' leaders."""
+
+    def __init__(self, cache: MetadataCache, timeout_s: float = 30.0) -> None:
+        self.cache = cache
+        self.timeout_s = timeout_s
+
+    async def write_markers(self, producer_id: int, producer_epoch: int,
+                            coordinator_epoch: int, commit: bool,
+                            partitions: Iterable[TopicPartition]
+                            ) -> dict[TopicPartition, MarkerError]:
+        """Each partition's final answer (code NONE: its marker is written and
+        replicated). A partition still failing with a retriable error when the time is
+        up keeps that error: the caller tries again later."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        pending = dict.fromkeys(partitions, MarkerError(ErrorCode.REQUEST_TIMED_OUT,
+                                                        "not sent yet"))
+        done: dict[TopicPartition, MarkerError] = {}
+        while pending:
+            by_leader: dict[str, list[TopicPartition]] = {}
+            for tp in pending:
+                if tp[0] not in self.cache.topics:
+                    done[tp] = MarkerError(ErrorCode.NONE, "the topic was deleted")
+                    continue
+                leader = self.cache.leader_of(*tp)
+                if leader is None:
+                    pending[tp] = MarkerError(ErrorCode.LEADER_NOT_AVAILABLE,
+                                              f"{tp[0]}-{tp[1]} has no leader")
+                    continue
+                by_leader.setdefault(leader.address, []).append(tp)
+            for tp in done:
+                pending.pop(tp, None)
+            remaining = deadline - loop.time()
+            answers = await asyncio.gather(*(
+                self._call(address, tps, producer_id, producer_epoch, coordinator_epoch,
+                           commit, max(remaining, 0.1))
+                for address, tps in by_leader.items()))
+            for answer in answers:
+                for tp, error in answer.items():
+                    if error.code in RETRIABLE:
+                        pending[tp] = error
+                    else:
+                        done[tp] = error
+                        pending.pop(tp, None)
+            if not pending:
+                break
+            if loop.time() >= deadline:
+                done.update(pending)
+                break
+            log.info("retrying transaction markers", extra={
+                "producer_id": producer_id, "partitions": len(pending),
+                "error": next(iter(pending.values())).message})
+            await self.cache.wait_changed(min(max(deadline - loop.time(), 0), RETRY_S))
+        return done
+
+    async def _call(self, address: str, partitions: list[TopicPartition], producer_id: int,
+                    producer_epoch: int, coordinator_epoch: int, commit: bool,
+                    timeout_s: float) -> dict[TopicPartition, MarkerError]:
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(partition)
+        request = storage_pb2.WriteTxnMarkersRequest(
+            timeout_ms=int(min(timeout_s, CALL_TIMEOUT_S) * 1000),
+            markers=[storage_pb2.WritableTxnMarker(
+                producer_id=producer_id, producer_epoch=producer_epoch, committed=commit,
+                coordinator_epoch=coordinator_epoch,
+                topics=[storage_pb2.WritableTxnMarkerTopic(topic=t, partitions=ps)
+                        for t, ps in topics.items()])])
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                response = await storage_pb2_grpc.StorageStub(channel).WriteTxnMarkers(
+                    request, timeout=min(timeout_s, CALL_TIMEOUT_S) + 1)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in _UNREACHABLE:
+                raise
+            why = MarkerError(ErrorCode.NETWORK_EXCEPTION,
+                              f"storage node {address} unreachable ({exc.code().name})")
+            return dict.fromkeys(partitions, why)
+        answers: dict[TopicPartition, MarkerError] = {}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    answers[(topic.topic, p.partition)] = MarkerError(
+                        ErrorCode(p.error_code), p.error_message)
+        return answers
