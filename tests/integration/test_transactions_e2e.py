@@ -119,7 +119,7 @@ def test_transactions_commit_abort_verify_and_survive_a_coordinator_kill(
         before = log_end(stub, "e2e-payments")
         refused = produce(stub, "e2e-payments", txn_batch(pid, 4, "stray", epoch=epoch),
                           transactional_id=TID)
-        assert refused.error_code == ErrorCode.INVALID_TXN_STATE, refused
+        assert ErrorCode(refused.error_code) is ErrorCode.INVALID_TXN_STATE, refused
         assert "not part of the producer's open transaction" in refused.error_message
         assert log_end(stub, "e2e-payments") == before
         assert code(gw.end(TID, pid, epoch, False)) == ErrorCode.NONE
