@@ -27,7 +27,7 @@ from services.storage.fetch_params import FetchedPartition, FetchParams, Partiti
 from services.storage.isr import IsrManager
 from services.storage.maintenance import LogMaintenance
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
-from services.storage.peers import PeerClients
+from services.storage.peers import CoordinatorTxnVerifier, PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
 from services.storage.registration import BrokerRegistrar
 from services.storage.repair import DEFAULT_PROBE_BYTES, DEFAULT_PROBE_INTERVAL_S, ReplicaRepairs
@@ -35,7 +35,7 @@ from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, Repli
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from services.storage.scrub import DEFAULT_SCRUB_BYTES_PER_S, DEFAULT_SCRUB_INTERVAL_S, LogScrubber
 from services.storage.txn_markers import MarkerWriter, TxnMarker
-from services.storage.txn_verification import NoCoordinatorVerifier, TxnVerifier
+from services.storage.txn_verification import TxnVerifier
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -239,7 +239,7 @@ class StorageProcess:
                     if settings.scrub_bytes_per_s > 0 else None)
         server, health_servicer = new_server()
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk, _txn_verifier(settings)),
+            Appender(manager, disk, _txn_verifier(settings, peers)),
             Fetcher(manager, disk, isr, repairs),
             OffsetLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
@@ -291,12 +291,12 @@ class StorageProcess:
             log.info("stopped")
 
 
-def _txn_verifier(settings: StorageSettings) -> TxnVerifier | None:
-    """KIP-890's check of transactional writes. No transaction coordinator client
-    exists yet: with the check on, such writes are refused (COORDINATOR_NOT_AVAILABLE)."""
+def _txn_verifier(settings: StorageSettings, peers: PeerClients) -> TxnVerifier | None:
+    """KIP-890's check of transactional writes: asked of the owning transaction
+    coordinator, unless turned off (``--transaction-partition-verification off``)."""
     if not settings.transaction_partition_verification:
         return None
-    return NoCoordinatorVerifier(settings.node_id)
+    return CoordinatorTxnVerifier(peers)
 
 
 async def _controlled_shutdown(manager: ReplicaManager, peers: PeerClients,

@@ -11,10 +11,10 @@ cannot open a new transaction on the partition afterwards: it is refused with
 INVALID_TXN_STATE. Once the transaction is open on the partition, its later batches
 need no verification.
 
-The coordinator is reached through a :class:`TxnVerifier` (the gRPC adapter lives with
-the server). Until a coordinator client is configured the node uses
-:class:`NoCoordinatorVerifier`, which refuses such writes with
-COORDINATOR_NOT_AVAILABLE; ``--transaction-partition-verification off`` (Kafka's
+The coordinator is reached through a :class:`TxnVerifier`: the gRPC one is
+:class:`services.storage.peers.CoordinatorTxnVerifier` (an unreachable coordinator
+refuses the write with COORDINATOR_NOT_AVAILABLE: the producer retries);
+``--transaction-partition-verification off`` (Kafka's
 ``transaction.partition.verification.enable=false``) turns the check off.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from strand.errors import CoordinatorNotAvailableError, InvalidRequestError
+from strand.errors import InvalidRequestError
 from strand.records.batch import HEADER_SIZE, NO_PRODUCER_ID, read_header
 
 
@@ -33,21 +33,6 @@ class TxnVerifier(Protocol):
         """Return if ``topic``-``partition`` is part of the producer's ongoing
         transaction; raise the coordinator's typed error otherwise
         (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, NOT_COORDINATOR...)."""
-
-
-class NoCoordinatorVerifier:
-    """No transaction coordinator client on this node: every verification fails."""
-
-    def __init__(self, node_id: int) -> None:
-        self.node_id = node_id
-
-    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     topic: str, partition: int) -> None:
-        raise CoordinatorNotAvailableError(
-            f"storage node {self.node_id} cannot verify that {topic}-{partition} is part of "
-            f"the transaction of {transactional_id!r} (producer {producer_id}, epoch "
-            f"{producer_epoch}): it has no transaction coordinator client; retry once "
-            "one is configured, or run the node with --transaction-partition-verification off")
 
 
 @dataclass(frozen=True, slots=True)

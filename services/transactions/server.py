@@ -25,7 +25,8 @@ from services.transactions.coordinator import (
     DEFAULT_EXPIRATION_INTERVAL_MS,
     TxnShardCoordinator,
 )
-from services.transactions.markers import MarkerWriter, StorageMarkerWriter
+from services.transactions.leader_markers import LeaderMarkerWriter
+from services.transactions.markers import MarkerWriter
 from services.transactions.txn_metadata import TopicPartition
 from services.transactions.txn_requests import DEFAULT_MAX_TIMEOUT_MS, ProducerIdAndEpoch
 from services.transactions.txn_state import TxnState
@@ -35,6 +36,7 @@ from strand.cluster.controller_calls import allocate_producer_ids, ensure_intern
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord, ProducerIdsBlock
+from strand.cluster.storage_calls import StorageMarkerWriter
 from strand.coordination.ownership import ShardOwnership, ShardSpace
 from strand.coordination.producer_ids import ProducerIdManager
 from strand.coordination.serving import ServedShards, answered
@@ -244,7 +246,8 @@ class TransactionsProcess:
         self.settings = settings
         self.keys = KeySpace(settings.cluster)
         self.cache = MetadataCache(self.keys)
-        self.markers = markers if markers is not None else StorageMarkerWriter()
+        self.markers = (markers if markers is not None
+                        else LeaderMarkerWriter(StorageMarkerWriter(self.cache)))
         self.ownership: ShardOwnership | None = None
         self.producer_ids = ProducerIdManager(self._fetch_block)
         self.servicer = TransactionsServicer(self.cache, self.producer_ids,

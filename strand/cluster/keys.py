@@ -8,6 +8,8 @@
     <root>/<cluster>/shards/groups/<shard>           the owner of a group shard (lease)
     <root>/<cluster>/txn-coordinators/<instance id>  transaction coordinator instances (lease)
     <root>/<cluster>/shards/txns/<shard>             the owner of a transaction shard (lease)
+    <root>/<cluster>/shard-epochs/groups/<shard>     take-overs of a group shard so far
+    <root>/<cluster>/shard-epochs/txns/<shard>       take-overs of a transaction shard so far
     <root>/<cluster>/pid-block                       the next block of producer ids
 """
 
@@ -90,6 +92,14 @@ class KeySpace:
 
     def txn_shard(self, shard: int) -> str:
         return f"{self.txn_shards}{shard}"
+
+    def group_shard_epoch(self, shard: int) -> str:
+        """The shard's epoch counter: not a lease key, it outlives every owner (and is
+        not part of the cache: only the instance taking the shard reads it)."""
+        return f"{self.prefix}shard-epochs/groups/{shard}"
+
+    def txn_shard_epoch(self, shard: int) -> str:
+        return f"{self.prefix}shard-epochs/txns/{shard}"
 
     @property
     def pid_block(self) -> str:

@@ -8,10 +8,13 @@ rendezvous hashing over the live instances of its kind, the shards it should own
 
 * a wanted shard whose key (``shards/groups/<k>``, ``shards/txns/<k>``) is free is
   taken with a create-if-absent transaction bound to the lease, loaded from its
-  partition, and then served. The revision of that transaction is the shard's
-  epoch (:meth:`ShardOwnership.shard_epoch`): it grows with every take-over, so a
-  later owner's writes can fence an earlier one's (the transaction coordinator's
-  epoch in its markers);
+  partition, and then served. The same etcd transaction increments the shard's
+  epoch counter (``shard-epochs/.../<k>``, compared on its version so two take-overs
+  cannot both count the same number): :meth:`ShardOwnership.shard_epoch` grows by
+  one with every take-over, so a later owner's writes can fence an earlier one's
+  (the transaction coordinator's epoch in its markers). It stays small: Kafka's
+  coordinator epoch is an int32 (WriteTxnMarkers, the EndTransactionMarker on disk),
+  which an etcd revision (int64) would outgrow in a long-lived cluster;
 * a shard it holds but no longer wants (another instance joined) is stopped first
   and then released (its key deleted), so two instances never serve one shard.
 
@@ -34,13 +37,19 @@ from strand.cluster.etcd import EtcdServices, LeaseKeeper
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
 from strand.coordination.shards import shards_of
+from strand.errors import UnknownServerError
 from strand.service.aio import wait_event
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+MAX_SHARD_EPOCH = (1 << 31) - 1  # Kafka's coordinator epoch is an int32
 
 ShardAction = Callable[[int], Awaitable[None]]
+
+
+class ShardEpochExhaustedError(UnknownServerError):
+    """A shard's epoch counter reached int32's maximum."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +61,17 @@ class ShardSpace:
     instances: Callable[[], Mapping[str, CoordinatorRecord]]
     key: Callable[[int], str]
     owners: Callable[[], Mapping[int, CoordinatorRecord]]
+    epoch_key: Callable[[int], str]
 
     @classmethod
     def groups(cls, keys: KeySpace, cache: MetadataCache) -> ShardSpace:
         return cls(keys.coordinator, lambda: cache.coordinators, keys.group_shard,
-                   lambda: cache.group_shard_owners)
+                   lambda: cache.group_shard_owners, keys.group_shard_epoch)
 
     @classmethod
     def transactions(cls, keys: KeySpace, cache: MetadataCache) -> ShardSpace:
         return cls(keys.txn_coordinator, lambda: cache.txn_coordinators, keys.txn_shard,
-                   lambda: cache.txn_shard_owners)
+                   lambda: cache.txn_shard_owners, keys.txn_shard_epoch)
 
 
 class ShardOwnership:
@@ -90,7 +100,7 @@ class ShardOwnership:
         self._stopping.set()
 
     def shard_epoch(self, shard: int) -> int:
-        """The etcd revision at which this instance took ``shard`` (0: not held)."""
+        """Which take-over of ``shard`` this instance's is (1, 2, ...; 0: not held)."""
         return self._shard_epochs.get(shard, 0) if shard in self.owned else 0
 
     async def run(self) -> None:
@@ -149,14 +159,31 @@ class ShardOwnership:
         for shard in sorted(wanted - self.owned):
             if shard in self.space.owners():
                 continue  # still held by its previous owner: wait for it to let go
-            key = self.space.key(shard)
+            key, epoch_key = self.space.key(shard), self.space.epoch_key(shard)
+            counted = await self.etcd.kv.get(epoch_key)
+            previous, version = ((int(counted.kvs[0].value), counted.kvs[0].version)
+                                 if counted.kvs else (0, 0))
+            epoch = next_shard_epoch(previous, shard)
             response = await self.etcd.kv.txn(
-                compare=[KVService.txn_compare_create_revision(key, 0)],
+                compare=[KVService.txn_compare_create_revision(key, 0),
+                         KVService.txn_compare_version(epoch_key, version)],
                 success=[KVService.txn_op_put(key, self.record.to_json(),
-                                              lease=lease.lease_id)], failure=[])
+                                              lease=lease.lease_id),
+                         KVService.txn_op_put(epoch_key, str(epoch))], failure=[])
             if not response.succeeded:
-                continue
+                continue  # taken meanwhile (or taken and let go): the next pass looks again
             self.owned.add(shard)
-            self._shard_epochs[shard] = response.header.revision
+            self._shard_epochs[shard] = epoch
             await self.acquire(shard)
             log.info("took shard", extra={"shard": shard})
+
+
+def next_shard_epoch(previous: int, shard: int) -> int:
+    """The epoch of the take-over after ``previous``. Past int32 the coordinators'
+    epochs would no longer fit Kafka's fields: refused, never wrapped or clamped."""
+    if previous >= MAX_SHARD_EPOCH:
+        raise ShardEpochExhaustedError(
+            f"shard {shard} has been taken over {previous} times: its next coordinator "
+            f"epoch would pass {MAX_SHARD_EPOCH}, the largest Kafka's int32 field holds; "
+            "it cannot be taken again. Move the coordinators to a new cluster prefix")
+    return previous + 1

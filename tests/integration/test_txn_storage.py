@@ -30,8 +30,8 @@ from tests.support.waiting import wait_until
 PARTITIONS = [("orders", 0), ("orders", 1), ("payments", 0)]
 
 
-def txn_batch(pid: int, seq: int, label: str, count: int = 2) -> bytes:
-    builder = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq,
+def txn_batch(pid: int, seq: int, label: str, count: int = 2, epoch: int = 0) -> bytes:
+    builder = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                            transactional=True)
     for i in range(count):
         builder.append(f"{label}-{i}".encode())

@@ -8,9 +8,11 @@ from strand.v1 import gateway_pb2_grpc
 
 
 def produce(stub: gateway_pb2_grpc.GatewayStub, topic: str, records: bytes, *,
-            partition: int = 0, timeout_ms: int = 10_000) -> pb.PartitionProduceResponse:
+            partition: int = 0, timeout_ms: int = 10_000,
+            transactional_id: str = "") -> pb.PartitionProduceResponse:
     """One acks=all Produce of ``records``; the partition's answer."""
-    response = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=timeout_ms, topics=[
+    response = stub.Produce(pb.ProduceRequest(
+        acks=-1, timeout_ms=timeout_ms, transactional_id=transactional_id, topics=[
         pb.TopicProduceData(topic=topic, partitions=[
             pb.PartitionProduceData(partition=partition, records=records)])]), timeout=30)
     part: pb.PartitionProduceResponse = response.topics[0].partitions[0]

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from services.storage.disk import DiskExecutor
 from services.storage.produce import Appender, AppendResult, PartitionAppend
-from services.storage.txn_verification import NoCoordinatorVerifier
-from strand.errors import ErrorCode, InvalidTxnStateError
+from strand.errors import CoordinatorNotAvailableError, ErrorCode, InvalidTxnStateError
 from strand.log.producer_state import AppendOrigin
 from strand.records import BatchBuilder
 from strand.records.control import ControlType, build_end_txn_marker
@@ -63,7 +62,7 @@ async def produce(appender: Appender, records: bytes, txn_id: str = TXN_ID) -> A
 Body = Callable[[Leadership, Appender], Awaitable[None]]
 
 
-def run(tmp: Path, coordinator: Coordinator | NoCoordinatorVerifier, body: Body) -> None:
+def run(tmp: Path, coordinator: Coordinator | Unreachable, body: Body) -> None:
     async def wrapped(leading: Leadership) -> None:
         appender = Appender(leading.manager, DiskExecutor(1), coordinator)
         if isinstance(coordinator, Coordinator):
@@ -116,13 +115,19 @@ def test_a_marker_between_verification_and_append_refuses_the_late_write(
     run(tmp_path, coordinator, body)
 
 
+class Unreachable:
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     topic: str, partition: int) -> None:
+        raise CoordinatorNotAvailableError("the transaction coordinator did not answer")
+
+
 def test_without_transactional_id_or_coordinator_the_write_is_refused(tmp_path: Path) -> None:
     async def body(leading: Leadership, appender: Appender) -> None:
         missing = await produce(appender, txn_batch(0), txn_id="")
         assert missing.error_code == ErrorCode.INVALID_REQUEST
         unreachable = await produce(appender, txn_batch(0))
         assert unreachable.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-        assert "--transaction-partition-verification off" in unreachable.error_message
+        assert "did not answer" in unreachable.error_message
         assert leading.log.log_end_offset == 0
 
-    run(tmp_path, NoCoordinatorVerifier(1), body)
+    run(tmp_path, Unreachable(), body)

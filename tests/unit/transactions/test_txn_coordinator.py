@@ -11,7 +11,6 @@ from collections.abc import Collection, Iterator
 import pytest
 
 from services.transactions.coordinator import TxnShardCoordinator
-from services.transactions.markers import MarkerRpcMissingError
 from services.transactions.txn_metadata import TopicPartition
 from services.transactions.txn_records import decode_value
 from services.transactions.txn_requests import ProducerIdAndEpoch
@@ -20,6 +19,7 @@ from strand.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     InvalidTxnStateError,
+    NotLeaderOrFollowerError,
     ProducerFencedError,
 )
 from tests.support.shard_log import MemoryLog
@@ -39,7 +39,7 @@ class Markers:
                             coordinator_epoch: int, commit: bool,
                             partitions: Collection[TopicPartition]) -> None:
         if self.broken:
-            raise MarkerRpcMissingError("no marker RPC")
+            raise NotLeaderOrFollowerError("orders-0: the leader moved")
         self.written.append((producer_id, producer_epoch, coordinator_epoch, commit,
                              tuple(partitions)))
 

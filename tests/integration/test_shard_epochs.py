@@ -1,0 +1,66 @@
+"""A coordinator shard's epoch on a real etcd: a counter bumped by one in the very
+transaction that takes the shard (not the etcd revision, which outgrows Kafka's
+int32 coordinator epoch), shared by group and transaction coordinators."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from strand.cluster.cache import MetadataCache
+from strand.cluster.etcd import EtcdServices
+from strand.cluster.model import CoordinatorRecord
+from strand.coordination.ownership import ShardOwnership, ShardSpace
+from strand.launcher import EtcdServer
+from tests.integration.test_producer_ids import running
+from tests.support.controllers import KEYS, LEASE_TTL
+
+SHARDS = 2
+
+
+@contextlib.asynccontextmanager
+async def owner(etcd: EtcdServices, cache: MetadataCache, instance_id: str,
+                groups: bool) -> AsyncIterator[dict[int, int]]:
+    """An instance owning every shard; yields the epoch each was taken at."""
+    taken: dict[int, int] = {}
+    space = (ShardSpace.groups if groups else ShardSpace.transactions)(KEYS, cache)
+
+    async def acquire(shard: int) -> None:
+        taken[shard] = ownership.shard_epoch(shard)
+
+    async def release(shard: int) -> None:
+        return None
+
+    ownership = ShardOwnership(etcd, KEYS, cache, CoordinatorRecord(instance_id, "h:1"),
+                               space, lambda: SHARDS, LEASE_TTL, acquire, release)
+    task = asyncio.create_task(ownership.run())
+    try:
+        async with asyncio.timeout(15):
+            while len(taken) < SHARDS or len(space.owners()) < SHARDS:
+                await asyncio.sleep(0.02)
+        yield taken
+    finally:
+        ownership.stop()
+        await task
+        async with asyncio.timeout(15):
+            while space.owners():  # released: the next owner may take them
+                await asyncio.sleep(0.02)
+
+
+def test_each_take_over_bumps_the_shard_epoch_by_one(etcd: EtcdServer) -> None:
+    async def scenario() -> list[dict[int, int]]:
+        seen = []
+        async with running(etcd.endpoint) as (client, cache):
+            for instance_id in ("a", "b", "a"):
+                async with owner(client, cache, instance_id, groups=False) as taken:
+                    seen.append(dict(taken))
+            # Group shards count their own take-overs.
+            async with owner(client, cache, "g", groups=True) as taken:
+                seen.append(dict(taken))
+            revision = cache.revision
+        assert revision > 10  # an etcd revision would not be 1, 2, 3
+        return seen
+
+    assert asyncio.run(scenario()) == [{0: 1, 1: 1}, {0: 2, 1: 2}, {0: 3, 1: 3},
+                                       {0: 1, 1: 1}]

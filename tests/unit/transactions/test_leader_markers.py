@@ -1,0 +1,61 @@
+"""The coordinator's marker writer over storage_calls: any partition without its
+marker is a typed error naming it (the coordinator retries); all NONE returns."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import pytest
+
+from services.transactions.leader_markers import LeaderMarkerWriter
+from strand.cluster.cache import MetadataCache
+from strand.cluster.keys import KeySpace
+from strand.cluster.storage_calls import MarkerError, StorageMarkerWriter
+from strand.errors import ErrorCode, NotLeaderOrFollowerError, StrandError
+
+TopicPartition = tuple[str, int]
+
+
+class Answers(StorageMarkerWriter):
+    """storage_calls' writer with the leaders' answers given (no network)."""
+
+    def __init__(self, answers: dict[TopicPartition, MarkerError]) -> None:
+        super().__init__(MetadataCache(KeySpace("test")))
+        self.answers = answers
+        self.asked: list[tuple[int, int, int, bool, list[TopicPartition]]] = []
+
+    async def write_markers(self, producer_id: int, producer_epoch: int,
+                            coordinator_epoch: int, commit: bool,
+                            partitions: Iterable[TopicPartition]
+                            ) -> dict[TopicPartition, MarkerError]:
+        asked = list(partitions)
+        self.asked.append((producer_id, producer_epoch, coordinator_epoch, commit, asked))
+        return {tp: self.answers[tp] for tp in asked}
+
+
+OK = MarkerError(ErrorCode.NONE, "")
+
+
+def test_every_partition_written_returns() -> None:
+    writer = Answers({("a", 0): OK, ("b", 1): OK})
+    asyncio.run(LeaderMarkerWriter(writer).write_markers(7, 2, 3, True, [("a", 0), ("b", 1)]))
+    assert writer.asked == [(7, 2, 3, True, [("a", 0), ("b", 1)])]
+
+
+def test_a_partition_without_its_marker_is_a_typed_error_naming_it() -> None:
+    writer = Answers({("a", 0): OK, ("b", 1): MarkerError(
+        ErrorCode.NOT_LEADER_OR_FOLLOWER, "leader moved to 3")})
+    with pytest.raises(NotLeaderOrFollowerError) as raised:
+        asyncio.run(LeaderMarkerWriter(writer).write_markers(
+            7, 2, 3, False, [("a", 0), ("b", 1)]))
+    message = str(raised.value)
+    assert "b-1: NOT_LEADER_OR_FOLLOWER (leader moved to 3)" in message
+    assert "ABORT" in message and "1 of 2 partitions" in message and "a-0" not in message
+
+
+def test_a_final_refusal_is_an_error_too() -> None:
+    writer = Answers({("a", 0): MarkerError(ErrorCode.INVALID_PRODUCER_EPOCH, "old epoch")})
+    with pytest.raises(StrandError) as raised:
+        asyncio.run(LeaderMarkerWriter(writer).write_markers(7, 2, 3, True, [("a", 0)]))
+    assert raised.value.code is ErrorCode.INVALID_PRODUCER_EPOCH
