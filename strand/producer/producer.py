@@ -63,6 +63,7 @@ from strand.producer.partitioner import StickyPartitioner, default_partition
 from strand.producer.producer_batch import Callback
 from strand.producer.record_accumulator import RecordAccumulator, RecordAppendResult
 from strand.producer.sender import Sender, SenderConfig
+from strand.producer.transaction_manager import MAX_INFLIGHT_BATCHES, TransactionManager
 from strand.records import HEADER_SIZE, Compression, record_size
 from strand.records.record import Header
 
@@ -116,6 +117,31 @@ def _acks(acks: int | str) -> int:
     raise ValueError(f"acks must be 0, 1, 'all' or -1, not {acks!r}")
 
 
+# Kafka >= 3.0 turns idempotence on by default. Strand's default stays off until every
+# cluster (dev, tests) runs a transaction coordinator: without one no producer id can
+# be had and an idempotent producer's records time out.
+IDEMPOTENCE_DEFAULT = False
+
+
+def _idempotence(enable: bool | None, acks: int, retries: int, max_in_flight: int) -> bool:
+    """Kafka's rules: explicitly on with conflicting settings is an error; unset, the
+    default yields to them."""
+    conflicts = []
+    if acks != -1:
+        conflicts.append(f"acks='all' (not {acks})")
+    if retries <= 0:
+        conflicts.append(f"retries > 0 (not {retries})")
+    if max_in_flight > MAX_INFLIGHT_BATCHES:
+        conflicts.append(f"max_in_flight_requests <= {MAX_INFLIGHT_BATCHES} "
+                         f"(not {max_in_flight})")
+    if enable is None:
+        return IDEMPOTENCE_DEFAULT and not conflicts
+    if enable and conflicts:
+        raise ValueError("enable_idempotence=True needs " + ", ".join(conflicts)
+                         + ": change them or set enable_idempotence=False")
+    return bool(enable)
+
+
 class Producer:
     """Publishes records to Strand topics; see the module docstring.
 
@@ -139,6 +165,13 @@ class Producer:
       sent later (as in Kafka without idempotence); with 1, order holds across
       retries too, at about half the throughput.
     - ``metadata_max_age_ms``: refresh metadata at least this often.
+    - ``enable_idempotence``: each batch carries a producer id, epoch and sequence, so
+      that storage writes a retried batch once and keeps records in send order across
+      retries (strand.producer.transaction_manager). Needs ``acks='all'``,
+      ``retries`` > 0 and ``max_in_flight_requests`` <= 5 (a ValueError when set
+      True with other values) and a transaction coordinator in the cluster (it hands
+      out producer ids). Unset: ``IDEMPOTENCE_DEFAULT`` unless those settings
+      conflict (then off, as Kafka's clients).
     """
 
     def __init__(
@@ -159,8 +192,11 @@ class Producer:
         max_in_flight_requests: int = 5,
         metadata_max_age_ms: float = 300_000,
         client_id: str | None = None,
+        enable_idempotence: bool | None = None,
     ) -> None:
         self._acks = _acks(acks)
+        self.idempotent = _idempotence(enable_idempotence, self._acks, retries,
+                                       max_in_flight_requests)
         compression = Compression.parse(compression_type or "none")
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
@@ -186,6 +222,8 @@ class Producer:
             batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory,
             max_block_ms=max_block_ms, retry_backoff_ms=retry_backoff_ms,
             compression=compression, wakeup=self._wakeup)
+        self._transaction_manager = TransactionManager() if self.idempotent else None
+        self._accumulator.transaction_manager = self._transaction_manager
         self._partitioner = StickyPartitioner()
         self._sender = Sender(self.bootstrap, self._accumulator, self._metadata, SenderConfig(
             acks=self._acks, retries=retries, retry_backoff_ms=retry_backoff_ms,
@@ -214,6 +252,9 @@ class Producer:
         """Queue a record for ``topic``; returns the future of its RecordMetadata."""
         if self._closed:
             raise ProducerClosedError("the producer is closed: cannot send")
+        tm = self._transaction_manager
+        if tm is not None and tm.fatal_error is not None:
+            raise tm.fatal_error
         if self._sender.fatal_error is not None:
             raise ProducerClosedError("the producer's sender thread failed") \
                 from self._sender.fatal_error

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from strand.producer.future import BatchResult, RecordFuture, RecordMetadata
 from strand.records import BatchBuilder, Compression, Header
+from strand.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from strand.records.sizes import record_fields_size, record_size_from_fields
 
 __all__ = ["NO_TIMESTAMP", "Callback", "ProducerBatch", "TopicPartition"]
@@ -55,11 +56,14 @@ class ProducerBatch:
         "_outcome",
         "_result",
         "attempts",
+        "base_sequence",
         "created_ms",
         "drained_ms",
         "last_attempt_ms",
         "memory",
         "partition",
+        "producer_epoch",
+        "producer_id",
         "queued",
         "sequence",
         "topic",
@@ -95,6 +99,11 @@ class ProducerBatch:
         self._done_lock = threading.Lock()
         self._outcome: str | None = None  # None, "completed" or "failed"
         self._on_done = on_done
+        # Set by the idempotent producer when the batch is first sent (see
+        # strand.producer.transaction_manager); kept across retries.
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
 
     def __repr__(self) -> str:
         return (
@@ -131,6 +140,26 @@ class ProducerBatch:
     @property
     def is_done(self) -> bool:
         return self._outcome is not None
+
+    @property
+    def succeeded(self) -> bool:
+        return self._outcome == "completed"
+
+    @property
+    def has_sequence(self) -> bool:
+        return self.base_sequence != NO_SEQUENCE
+
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        """Stamp the batch for the idempotent producer; its bytes are built again."""
+        self.producer_id = producer_id
+        self.producer_epoch = epoch
+        self.base_sequence = base_sequence
+        self._builder.set_producer_state(producer_id, epoch, base_sequence)
+        self._built = None
+
+    def reset_producer_state(self) -> None:
+        """Forget the sequence (an epoch bump): the next send assigns a new one."""
+        self.set_producer_state(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
 
     def waited_ms(self, now: float) -> float:
         """Time since creation, or since the last attempt for a retried batch."""

@@ -52,6 +52,7 @@ from strand.producer.buffer_pool import BufferPool, MemoryWaiter
 from strand.producer.errors import ProducerClosedError
 from strand.producer.future import RecordFuture
 from strand.producer.producer_batch import NO_TIMESTAMP, Callback, ProducerBatch, TopicPartition
+from strand.producer.transaction_manager import TransactionManager
 from strand.records import HEADER_SIZE, Compression, Header
 from strand.records.builder import now_ms
 from strand.records.sizes import record_fields_size, record_size_from_fields
@@ -136,6 +137,8 @@ class RecordAccumulator:
         self._sequence = 0
         self._closed = False
         self._leader_of: LeaderOf | None = None
+        # Set by an idempotent producer: sequences are assigned when batches are drained.
+        self.transaction_manager: TransactionManager | None = None
 
     # ------------------------------------------------------------------ append
 
@@ -259,6 +262,8 @@ class RecordAccumulator:
             self._pool.release(batch.memory)  # wakes the first memory waiter
             batch.memory = 0
             self._flush_done.notify_all()
+        if self.transaction_manager is not None:
+            self.transaction_manager.batch_done(batch)
 
     # ------------------------------------------------------------ ready / drain
 
@@ -275,6 +280,7 @@ class RecordAccumulator:
         self._leader_of = leader_of
         linger = self.linger_ms
         backoff = self.retry_backoff_ms
+        tm = self.transaction_manager
         with self._lock:
             exhausted = self._pool.queued > 0
             forced = self._closed or self._flushes > 0 or exhausted
@@ -283,6 +289,8 @@ class RecordAccumulator:
                 if not dq or tp in self._muted:
                     continue
                 first = dq[0]
+                if tm is not None and tm.should_stop_drain(tp, first):
+                    continue  # the sender wakes up when that changes (an answer, an id)
                 waited = first.waited_ms(now)
                 backing_off = first.attempts > 0 and waited < backoff
                 heads.append((tp, waited, backing_off, len(dq) > 1 or first.is_full))
@@ -310,6 +318,7 @@ class RecordAccumulator:
         *,
         leader_of: LeaderOf | None = None,
         now: float | None = None,
+        to_send: bool = True,
     ) -> dict[int, list[ProducerBatch]]:
         """Take batches to send to each node, at most ``max_request_bytes`` per node.
 
@@ -318,7 +327,8 @@ class RecordAccumulator:
         is taken even if it alone exceeds ``max_request_bytes``. Retries within their
         backoff and muted partitions are skipped. Drained batches are closed for
         appends and built (compressed) here, outside the lock. ``leader_of`` defaults
-        to the one given to the last ``ready()``.
+        to the one given to the last ``ready()``. ``to_send=False`` takes batches to fail
+        (expiry): the idempotent producer's ordering rules and sequences do not apply.
         """
         if leader_of is None:
             leader_of = self._leader_of
@@ -338,16 +348,19 @@ class RecordAccumulator:
             if leader is not None and leader in wanted:
                 by_node.setdefault(leader, []).append(tp)
         for node, partitions in by_node.items():
-            result[node] = self._drain_node(node, partitions, max_request_bytes, now)
+            result[node] = self._drain_node(node, partitions, max_request_bytes, now,
+                                            to_send)
         return result
 
     def _drain_node(
-        self, node: int, partitions: list[TopicPartition], max_bytes: int, now: float
+        self, node: int, partitions: list[TopicPartition], max_bytes: int, now: float,
+        to_send: bool = True,
     ) -> list[ProducerBatch]:
         count = len(partitions)
         start_tp = self._drain_from.get(node)
         start = 0 if start_tp is None else bisect.bisect_left(partitions, start_tp) % count
         backoff = self.retry_backoff_ms
+        tm = self.transaction_manager if to_send else None
         drained: list[ProducerBatch] = []
         size = 0
         stopped_at: TopicPartition | None = None
@@ -360,10 +373,14 @@ class RecordAccumulator:
                 first = dq[0]
                 if first.attempts > 0 and first.waited_ms(now) < backoff:
                     continue
+                if tm is not None and tm.should_stop_drain(tp, first):
+                    continue
                 if drained and size + first.estimated_size > max_bytes:
                     stopped_at = tp  # this partition goes first next time
                     break
                 dq.popleft()
+                if tm is not None:
+                    tm.assign(tp, first)  # a retry keeps the sequence it has
                 first.queued = False
                 first.close_for_appends()
                 first.drained_ms = now

@@ -67,8 +67,10 @@ from strand.errors import (
 from strand.producer.errors import ProducerClosedError
 from strand.producer.producer_batch import ProducerBatch, TopicPartition
 from strand.producer.record_accumulator import RecordAccumulator
+from strand.producer.transaction_manager import TransactionManager
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
+from strand.v1 import transactions_pb2 as pb_txn
 
 __all__ = ["METADATA_ERRORS", "RETRIABLE_ERRORS", "Sender", "SenderConfig"]
 
@@ -95,6 +97,11 @@ METADATA_ERRORS = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH,
 })
+
+# Answers the idempotent producer resolves (retry, epoch bump) or that end it.
+_SEQUENCE_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                              ErrorCode.UNKNOWN_PRODUCER_ID})
+_FENCED_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
 
 _EXPIRY_NODE = -1000  # a pseudo leader under which expired batches are drained
 _EXPIRY_CHECK_MS = 100.0
@@ -152,6 +159,9 @@ class Sender:
         self._stub: gateway_pb2_grpc.GatewayStub | None = None
         self._produce_rpc: Any = None  # Produce with pre-encoded requests
         self.fatal_error: BaseException | None = None
+        self._tm: TransactionManager | None = accumulator.transaction_manager
+        self._init_task: asyncio.Task[None] | None = None
+        self._next_init = 0.0  # InitProducerId backoff after a failure
 
     # ------------------------------------------------------------- thread control
 
@@ -256,9 +266,10 @@ class Sender:
         if self._forced:
             for task in tasks:
                 task.cancel()
-        if self._metadata_task is not None:  # no longer needed either way
-            self._metadata_task.cancel()
-            tasks.append(self._metadata_task)
+        for extra in (self._metadata_task, self._init_task):  # no longer needed either way
+            if extra is not None:
+                extra.cancel()
+                tasks.append(extra)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.accumulator.close()
@@ -277,6 +288,8 @@ class Sender:
             self._fail_missing_partitions(result.unknown_leader_partitions, now)
             metadata.request_update()
         delay = result.next_ready_check_delay_ms
+        if self._tm is not None:
+            delay = min(delay, self._idempotence_turn(now))
         if self._metadata_task is None and metadata.wanted_topics():
             wait = metadata.time_to_next_update(now)
             if wait <= 0:
@@ -300,6 +313,80 @@ class Sender:
             delay = min(delay, max(1.0, self._next_expiry_check - now))
         return delay
 
+    # ------------------------------------------------------------- idempotence
+
+    def _idempotence_turn(self, now: float) -> float:
+        """Get a producer id, bump the epoch when due, end on a fatal error; returns
+        milliseconds until this needs another look."""
+        tm = self._tm
+        assert tm is not None
+        if tm.fatal_error is not None:
+            self.accumulator.abort_incomplete_batches(tm.fatal_error)
+            return math.inf
+        if tm.bump_needed and not tm.needs_new_producer_id and not any(self._inflight.values()):
+            tm.bump_epoch()  # False at the largest epoch: a new producer id is due
+            log.info("producer %s: bumped to epoch %d after a sequence gap",
+                     self.config.client_id, tm.epoch)
+        if not tm.needs_new_producer_id or self._init_task is not None:
+            return math.inf
+        if tm.has_producer_id and any(self._inflight.values()):
+            return math.inf  # a new id only once nothing is in flight
+        if now < self._next_init:
+            return self._next_init - now
+        self._init_task = asyncio.ensure_future(self._init_producer_id())
+        return math.inf
+
+    async def _init_producer_id(self) -> None:
+        try:
+            error = await self._request_producer_id()
+        finally:
+            self._init_task = None
+            self._wake_pending = False
+            if self._event is not None:
+                self._event.set()
+        tm = self._tm
+        if error is None or tm is None:
+            return
+        log.warning("producer %s: InitProducerId failed (idempotence needs a transaction "
+                    "coordinator): %s", self.config.client_id, error)
+        tm.init_error = error
+        self._next_init = self._clock() + self.config.retry_backoff_ms
+        if not error.retriable:
+            tm.set_fatal(error)
+
+    async def _request_producer_id(self) -> StrandError | None:
+        """One InitProducerId call; None once the producer has its id."""
+        tm = self._tm
+        assert tm is not None and self._stub is not None
+        try:
+            response = await self._stub.InitProducerId(
+                pb_txn.InitProducerIdRequest(), timeout=self.config.request_timeout_ms / 1000)
+        except grpc.aio.AioRpcError as exc:
+            return transport_error(exc, self.address, "InitProducerId")
+        if response.error_code != ErrorCode.NONE:
+            return error_for(response.error_code, response.error_message)
+        tm.set_producer_id(response.producer_id, response.producer_epoch)
+        log.debug("producer %s: producer id %d epoch %d", self.config.client_id,
+                  response.producer_id, response.producer_epoch)
+        return None
+
+    def _sequence_error(self, tp: TopicPartition, group: list[ProducerBatch], code: int,
+                        error: StrandError, now: float) -> None:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID for an idempotent batch:
+        retried in order; a gap no earlier batch explains bumps the epoch first."""
+        tm = self._tm
+        assert tm is not None
+        for batch in group:
+            explained = (not tm.is_current(batch)  # sent before a bump: gets a new sequence
+                         or (code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                             and not tm.is_next_sequence(tp, batch)))
+            if not explained:
+                log.info("producer %s: %s for %s-%d at sequence %d: bumping the epoch",
+                         self.config.client_id, error.__class__.__name__, tp[0], tp[1],
+                         batch.base_sequence)
+                tm.request_bump()
+        self._retry_or_fail(group, error, True, now)
+
     # ------------------------------------------------------------------ produce
 
     def _top_up(self, node: int, batches: list[ProducerBatch], now: float) -> None:
@@ -310,7 +397,9 @@ class Sender:
         wanted: dict[TopicPartition, int] = {}  # partition -> batches to add
         for batch in batches:
             tp = batch.topic_partition
-            if tp in self._solo:
+            if tp in self._solo or (self._tm is not None and batch.attempts > 0):
+                # An idempotent retry goes alone: storage answers a request either as
+                # a whole retry or as new batches, never a mix.
                 continue
             count = 0
             for queued in acc.queued_batches(tp):
@@ -423,7 +512,17 @@ class Sender:
                         offset += batch.record_count
                     continue
                 error = error_for(code, part.error_message)
-                if code in RETRIABLE_ERRORS:
+                tm = self._tm
+                if tm is not None and code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                    for batch in group:  # written before; its offsets are unknown (Kafka)
+                        batch.complete(-1)
+                elif tm is not None and code in _SEQUENCE_ERRORS:
+                    self._sequence_error(tp, group, code, error, now)
+                elif tm is not None and code in _FENCED_ERRORS:
+                    tm.set_fatal(error)
+                    for batch in group:
+                        batch.fail(error)
+                elif code in RETRIABLE_ERRORS:
                     self._retry_or_fail(group, error, True, now)
                     refresh = refresh or code in METADATA_ERRORS
                 elif code == ErrorCode.MESSAGE_TOO_LARGE and len(group) > 1:
@@ -515,9 +614,15 @@ class Sender:
             if queued and now - queued[0].created_ms >= timeout:
                 expired.add(tp)
         if expired:
+            tm = self._tm
+            why = ""
+            if tm is not None and not tm.has_producer_id:
+                why = (f"; the idempotent producer has no producer id yet (InitProducerId: "
+                       f"{tm.init_error or 'no answer'}): run a transaction coordinator, "
+                       "or set enable_idempotence=False")
             self._drain_and_fail(expired, lambda tp, n: RequestTimedOutError(
                 f"expiring {n} record(s) for {tp[0]}-{tp[1]}: {timeout:g} ms "
-                "(delivery_timeout_ms) passed since the batch was created"),
+                f"(delivery_timeout_ms) passed since the batch was created{why}"),
                 lambda batch: now - batch.created_ms >= timeout)
 
     def _drain_and_fail(self, tps: set[TopicPartition],
@@ -529,7 +634,7 @@ class Sender:
             if not tps:
                 return
             drained = acc.drain([_EXPIRY_NODE], 1 << 62, leader_of=_only(tps, _EXPIRY_NODE),
-                                now=self._clock())[_EXPIRY_NODE]
+                                now=self._clock(), to_send=False)[_EXPIRY_NODE]
             if not drained:
                 return
             for batch in drained:

@@ -190,6 +190,14 @@ class BatchBuilder:
         self._record_count += 1
         return offset_delta
 
+    def set_producer_state(self, producer_id: int, producer_epoch: int,
+                           base_sequence: int) -> None:
+        """Stamp the idempotent producer's id, epoch and sequence (set when the producer
+        sends the batch, after its records were appended)."""
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+
     def set_last_offset_delta(self, last_offset_delta: int) -> None:
         """Keep a batch's original offset span when the cleaner drops its tail records."""
         if last_offset_delta < self._last_offset_delta:
