@@ -114,3 +114,20 @@ def test_without_idempotence_lost_answers_write_records_twice(
                                       kill_leader=False, retries=2)
     with pytest.raises(AssertionError, match="written twice"):
         _check_exactly_once_in_order(read)
+
+
+def test_without_a_transaction_coordinator_records_fail_saying_why(
+        sdk_cluster: SdkCluster) -> None:
+    """No coordinator hands out producer ids: the records expire after
+    delivery_timeout_ms (no hang) with an error naming the cause and the ways out."""
+    with Admin(sdk_cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("no-coordinator", 1, 1)])
+    with Producer(sdk_cluster.bootstrap, enable_idempotence=True, linger_ms=0,
+                  request_timeout_ms=1_000, delivery_timeout_ms=3_000,
+                  retry_backoff_ms=100) as producer:
+        started = time.monotonic()
+        error = producer.send("no-coordinator", b"x").exception(timeout=30)
+        assert time.monotonic() - started < 10
+        producer.close(timeout=0)
+    assert error is not None
+    assert "no producer id" in str(error) and "enable_idempotence=False" in str(error)
