@@ -56,11 +56,15 @@ def bench() -> None:
 @click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
               default="none", show_default=True)
+@click.option("--enable-idempotence/--disable-idempotence", "idempotence", default=None,
+              help="the idempotent producer (needs a transaction coordinator); unset: the "
+                   "SDK's default")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @friendly_errors
 def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int, acks: str,
-                  batch_size: int, linger_ms: int, compression: str, as_json: bool) -> None:
+                  batch_size: int, linger_ms: int, compression: str, idempotence: bool | None,
+                  as_json: bool) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes to TOPIC as fast as possible."""
     from strand.producer import Producer
 
@@ -68,8 +72,9 @@ def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int
     latencies: list[float] = []
     failures: list[BaseException] = []
     with Producer(bootstrap(ctx), acks=parse_acks(acks), batch_size=batch_size,
-                  linger_ms=linger_ms,
+                  linger_ms=linger_ms, enable_idempotence=idempotence,
                   compression_type=None if compression == "none" else compression) as producer:
+        idempotent = producer.idempotent
         producer.partitions_for(topic)  # metadata first: not part of the measurement
         with _progress() as progress:
             task = progress.add_task(f"producing to {topic}", total=records)
@@ -100,7 +105,8 @@ def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int
                             "p99": _percentile(latencies, 0.99),
                             "p999": _percentile(latencies, 0.999)},
              "acks": acks, "record_size": record_size, "batch_size": batch_size,
-             "linger_ms": linger_ms, "compression": compression}, as_json)
+             "linger_ms": linger_ms, "compression": compression, "idempotent": idempotent},
+            as_json)
 
 
 @bench.command(name="consume")
