@@ -12,11 +12,16 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+import grpc
 import pytest
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strand.errors import ErrorCode, InvalidProducerEpochError
 from strand.producer import RecordFuture
+from strand.records import BatchBuilder
+from strand.v1 import gateway_pb2_grpc
 from tests.support.cluster import SdkCluster, placement
+from tests.support.raw_produce import produce
 from tests.support.waiting import wait_until
 
 PARTITIONS = 2
@@ -131,3 +136,25 @@ def test_without_a_transaction_coordinator_records_fail_saying_why(
         producer.close(timeout=0)
     assert error is not None
     assert "no producer id" in str(error) and "enable_idempotence=False" in str(error)
+
+
+def test_a_fenced_epoch_ends_the_producer(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    """Another writer with the producer's id at a newer epoch: the producer's next batch
+    is refused with INVALID_PRODUCER_EPOCH, which is fatal: send() raises it."""
+    cluster = sdk_cluster_factory(nodes=1, txn_coordinators=1)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("fenced", 1, 1)])
+    with Producer(cluster.bootstrap, enable_idempotence=True, linger_ms=0) as producer:
+        producer.send("fenced", b"first").result(timeout=30)
+        tm = producer._transaction_manager  # the id the coordinator gave it
+        assert tm is not None and tm.has_producer_id
+        newer = BatchBuilder(producer_id=tm.producer_id, producer_epoch=tm.epoch + 1,
+                             base_sequence=0)
+        newer.append(b"newer")
+        stub = gateway_pb2_grpc.GatewayStub(grpc.insecure_channel(cluster.bootstrap))
+        assert int(produce(stub, "fenced", newer.build()).error_code) == ErrorCode.NONE
+        error = producer.send("fenced", b"stale").exception(timeout=30)
+        assert isinstance(error, InvalidProducerEpochError)
+        with pytest.raises(InvalidProducerEpochError):
+            producer.send("fenced", b"after")
