@@ -6,9 +6,10 @@ Rules (KIP-98, KIP-360, as Kafka's client):
 - A batch gets its sequence when it is drained for its first send (``assign``); a
   retry resends it with the same producer id, epoch and sequence, so storage
   recognises it (answers with the original offsets) instead of writing it twice.
-- At most ``MAX_INFLIGHT_BATCHES`` batches of a partition are unanswered at a time:
-  storage remembers the last 5 batches per producer, so a retry is always within
-  its window.
+- At most ``MAX_INFLIGHT_BATCHES`` batches of a partition are sent from its oldest
+  unanswered batch on (answered ones after it count too: a call's deadline can pass
+  while later calls succeed): storage remembers the last 5 batches per producer,
+  so a retry is always within its window.
 - A retried batch is sent only when it is the partition's first unanswered batch:
   the batches after it were refused as out of order (or will be) and follow it in
   sequence order, so records keep their order across retries.
@@ -44,9 +45,12 @@ _NO_SEQUENCE = -1
 class _PartitionState:
     next_sequence: int = 0
     last_acked_sequence: int = _NO_SEQUENCE
-    # Batches with a sequence not yet answered for good (sent, or queued for a retry),
-    # in sequence order.
+    # In sequence order, from the oldest batch not answered for good (sent, or queued
+    # for a retry) to the newest sent; answered ones stay until all before them are.
     inflight: list[ProducerBatch] = field(default_factory=list)
+
+    def first_unanswered(self) -> ProducerBatch | None:
+        return next((b for b in self.inflight if not b.is_done), None)
 
 
 class TransactionManager:
@@ -105,7 +109,8 @@ class TransactionManager:
         # drained again (they were refused, or their outcome is unknown).
         for state in self._partitions.values():
             for batch in state.inflight:
-                batch.reset_producer_state()
+                if not batch.is_done:
+                    batch.reset_producer_state()
         self._partitions.clear()
         self._bump_needed = False
 
@@ -126,7 +131,8 @@ class TransactionManager:
                 return False
             if batch.has_sequence:
                 # A retry goes out only as its partition's first unanswered batch.
-                return bool(state.inflight) and state.inflight[0] is not batch
+                first = state.first_unanswered()
+                return first is not None and first is not batch
             return len(state.inflight) >= MAX_INFLIGHT_BATCHES
 
     def assign(self, tp: TopicPartition, batch: ProducerBatch) -> None:
@@ -160,7 +166,9 @@ class TransactionManager:
             state = self._partitions.get(batch.topic_partition)
             if state is None or batch not in state.inflight:
                 return  # from before a reset
-            state.inflight.remove(batch)
+            inflight = state.inflight
+            while inflight and inflight[0].is_done:
+                inflight.pop(0)
             if batch.succeeded:
                 last = batch.base_sequence + batch.record_count - 1
                 state.last_acked_sequence = max(state.last_acked_sequence, last)

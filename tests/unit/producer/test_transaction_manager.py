@@ -100,6 +100,21 @@ def test_at_most_five_batches_of_a_partition_are_unanswered() -> None:
     assert [b.topic_partition for b in drain(acc, clock)] == [TP0]
 
 
+def test_the_window_counts_answered_batches_after_an_unanswered_one() -> None:
+    """b0's call timed out while b1..b4 were acknowledged: storage's last 5 batches
+    must still hold b0 when it is retried, so no new batch goes out before b0's answer."""
+    clock, acc, _ = setup()
+    append(acc, TP0, 6)
+    sent = [drain(acc, clock)[0] for _ in range(5)]
+    for batch in sent[1:]:
+        batch.complete(0)
+    acc.reenqueue(sent[0], clock())
+    assert drain(acc, clock) == [sent[0]]
+    assert drain(acc, clock) == []
+    sent[0].complete(0)
+    assert header(drain(acc, clock)[0])[2] == 5
+
+
 def test_nothing_is_sent_before_the_producer_id() -> None:
     clock, acc, tm = setup(producer_id=None)
     append(acc, TP0, 1)
