@@ -256,27 +256,15 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         """The groups of the asked shards this instance serves, loaded; the others are
         named in ``unavailable_shards`` (loading here, or not served here)."""
         response = pb.ListGroupsResponse()
-        asked = sorted(set(request.shards)) if request.shards else sorted(self.shards)
-        loading: list[int] = []
-        elsewhere: list[int] = []
-        for shard in asked:
-            coordinator = self.shards.get(shard)
-            if coordinator is None:
-                (loading if shard in self.loading else elsewhere).append(shard)
-                continue
+        listing = self.served.listing(request.shards)
+        for shard, coordinator in listing.served:
             response.listed_shards.append(shard)
             for name in sorted(set(coordinator.groups) | coordinator.store.groups()):
                 group = coordinator.groups.get(name)
                 response.groups.add(group_id=name,
                                     state=group.state.value if group else "Empty",
                                     protocol_type=group.protocol_type if group else "consumer")
-        response.unavailable_shards.extend(loading + elsewhere)
-        if loading or elsewhere:
-            response.error_code = _code(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading
-                                        else ErrorCode.NOT_COORDINATOR)
-            response.error_message = "; ".join(filter(None, (
-                f"shards {_shard_list(loading)} are loading" if loading else "",
-                f"shards {_shard_list(elsewhere)} are not served here" if elsewhere else "")))
+        listing.report_unavailable(response)
         return response
 
     async def DeleteGroup(self, request: pb.DeleteGroupRequest,
@@ -288,10 +276,6 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             response.error_code = _code(await coordinator.delete(request.group_id))
 
         return await self._answer(response, work, request)
-
-
-def _shard_list(shards: list[int]) -> str:
-    return ", ".join(map(str, shards))
 
 
 class _Refused(Exception):

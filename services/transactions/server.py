@@ -208,16 +208,10 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         """The transactions of the asked shards this instance serves, loaded; the others
         are named in ``unavailable_shards`` (as ListGroups)."""
         response = pb.ListTransactionsResponse()
-        served = self.served
-        asked = sorted(set(request.shards)) if request.shards else sorted(served.shards)
+        shards = self.served.listing(request.shards)
         duration = request.duration_filter_ms if request.HasField("duration_filter_ms") else -1
         unknown: set[str] = set()
-        loading = [k for k in asked if k not in served.shards and k in served.loading]
-        elsewhere = [k for k in asked if k not in served.shards and k not in served.loading]
-        for shard in asked:
-            coordinator = served.shards.get(shard)
-            if coordinator is None:
-                continue
+        for shard, coordinator in shards.served:
             listing = coordinator.list_transactions(request.state_filters,
                                                     request.producer_id_filters, duration)
             unknown.update(listing.unknown_state_filters)
@@ -226,17 +220,11 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
                 response.transactions.add(transactional_id=t.transactional_id,
                                           producer_id=t.producer_id,
                                           transaction_state=t.state.kafka_name)
-        if not asked:
+        if not (shards.served or shards.loading or shards.elsewhere):
             # No shard served: the state filters are still checked (Kafka answers them).
             unknown.update(s for s in request.state_filters if TxnState.from_name(s) is None)
         response.unknown_state_filters.extend(sorted(unknown))
-        response.unavailable_shards.extend(loading + elsewhere)
-        if loading or elsewhere:
-            response.error_code = _code(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading
-                                        else ErrorCode.NOT_COORDINATOR)
-            response.error_message = "; ".join(filter(None, (
-                f"shards {loading} are loading" if loading else "",
-                f"shards {elsewhere} are not served here" if elsewhere else "")))
+        shards.report_unavailable(response)
         return response
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from strand.cluster.cache import MetadataCache
@@ -15,6 +16,7 @@ from strand.coordination.shards import shard_for
 from strand.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    ErrorCode,
     NotCoordinatorError,
     StrandError,
 )
@@ -22,7 +24,7 @@ from strand.service.aio import wait_event
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOAD_RETRY_S", "ServedShards", "ShardServer", "answered"]
+__all__ = ["LOAD_RETRY_S", "ServedShards", "ShardListing", "ShardServer", "answered"]
 
 LOAD_RETRY_S = 1.0
 
@@ -36,6 +38,36 @@ class ShardServer(Protocol):
 
 
 C = TypeVar("C", bound=ShardServer)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardListing(Generic[C]):
+    """The asked shards of a listing call (ListGroups, ListTransactions), sorted:
+    those served here, loaded, and those not available here."""
+
+    served: list[tuple[int, C]]
+    loading: list[int]  # being loaded here
+    elsewhere: list[int]  # not served here
+
+    def report_unavailable(self, response: object) -> None:
+        """Name the unavailable shards in ``response`` and say why in its error:
+        COORDINATOR_LOAD_IN_PROGRESS when one is loading here, else NOT_COORDINATOR
+        (every listing response has these fields)."""
+        if not (self.loading or self.elsewhere):
+            return
+        response.unavailable_shards.extend(  # type: ignore[attr-defined]
+            self.loading + self.elsewhere)
+        code = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading
+                else ErrorCode.NOT_COORDINATOR)
+        response.error_code = int(code)  # type: ignore[attr-defined]
+        response.error_message = "; ".join(filter(None, (  # type: ignore[attr-defined]
+            f"shards {_shard_list(self.loading)} are loading" if self.loading else "",
+            f"shards {_shard_list(self.elsewhere)} are not served here"
+            if self.elsewhere else "")))
+
+
+def _shard_list(shards: list[int]) -> str:
+    return ", ".join(map(str, shards))
 
 
 class ServedShards(Generic[C]):
@@ -63,6 +95,15 @@ class ServedShards(Generic[C]):
         if shard in self.loading:
             raise CoordinatorLoadInProgressError(f"shard {shard} of {self.topic} is loading")
         raise NotCoordinatorError(f"this instance does not serve shard {shard} of {self.topic}")
+
+    def listing(self, asked: Iterable[int]) -> ShardListing[C]:
+        """``asked`` (none: every shard served here) split into served, loading and
+        not served here."""
+        shards = sorted(set(asked)) or sorted(self.shards)
+        return ShardListing(
+            [(k, self.shards[k]) for k in shards if k in self.shards],
+            [k for k in shards if k not in self.shards and k in self.loading],
+            [k for k in shards if k not in self.shards and k not in self.loading])
 
     async def acquire(self, shard: int, coordinator: C, stopping: asyncio.Event) -> None:
         """Load ``coordinator`` (retried: the shard's partition may be moving), then
