@@ -81,10 +81,6 @@ class ProducerStateManager:
     def map_end_offset(self) -> int:
         return self.table.map_end_offset
 
-    @property
-    def snapshot_offsets(self) -> list[int]:
-        return list(self._snapshots)
-
     # -- appends ------------------------------------------------------------------------------
 
     def find_duplicate(self, headers: Sequence[BatchHeader]) -> Duplicate | None:
