@@ -68,6 +68,7 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_PRODUCER_ID = 59
     PRODUCER_FENCED = 90
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    UNSTABLE_OFFSET_COMMIT = 88
 
 
 class StrandError(Exception):
@@ -424,6 +425,13 @@ class TransactionalIdNotFoundError(StrandError):
     code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 
 
+class UnstableOffsetCommitError(StrandError):
+    """The group has offsets of an open transaction pending for this partition: an
+    offset fetch asking for stable offsets waits until that transaction ends."""
+
+    code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+
+
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: UnknownServerError,
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
@@ -482,6 +490,7 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.CONCURRENT_TRANSACTIONS: ConcurrentTransactionsError,
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: TransactionalIdNotFoundError,
     ErrorCode.PRODUCER_FENCED: ProducerFencedError,
+    ErrorCode.UNSTABLE_OFFSET_COMMIT: UnstableOffsetCommitError,
 }
 
 

@@ -67,6 +67,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNKNOWN_PRODUCER_ID: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
     TRANSACTIONAL_ID_NOT_FOUND: _ClassVar[ErrorCode]
+    UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
 
 class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -130,6 +131,7 @@ TRANSACTION_COORDINATOR_FENCED: ErrorCode
 UNKNOWN_PRODUCER_ID: ErrorCode
 PRODUCER_FENCED: ErrorCode
 TRANSACTIONAL_ID_NOT_FOUND: ErrorCode
+UNSTABLE_OFFSET_COMMIT: ErrorCode
 READ_UNCOMMITTED: IsolationLevel
 READ_COMMITTED: IsolationLevel
 

@@ -5,6 +5,7 @@ import warnings
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 from strand.v1 import groups_pb2 as strand_dot_v1_dot_groups__pb2
+from strand.v1 import storage_pb2 as strand_dot_v1_dot_storage__pb2
 from strand.v1 import transactions_pb2 as strand_dot_v1_dot_transactions__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -136,6 +137,11 @@ class GatewayStub:
                 request_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/strand.v1.Gateway/TxnOffsetCommit',
+                request_serializer=strand_dot_v1_dot_groups__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
         self.InitProducerId = channel.unary_unary(
                 '/strand.v1.Gateway/InitProducerId',
                 request_serializer=strand_dot_v1_dot_transactions__pb2.InitProducerIdRequest.SerializeToString,
@@ -165,6 +171,16 @@ class GatewayStub:
                 '/strand.v1.Gateway/DescribeTransactions',
                 request_serializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/strand.v1.Gateway/DescribeProducers',
+                request_serializer=strand_dot_v1_dot_storage__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_storage__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/strand.v1.Gateway/WriteTxnMarkers',
+                request_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
                 _registered_method=True)
 
 
@@ -292,6 +308,12 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def InitProducerId(self, request, context):
         """Transactions: forwarded to the coordinator of the transactional id's shard
         (InitProducerId without one: to any transaction coordinator).
@@ -325,6 +347,20 @@ class GatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DescribeTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeProducers(self, request, context):
+        """KIP-664 (admin): the producers of partitions, from their leaders, and aborting
+        a hanging transaction by writing an ABORT marker on a partition's leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteTxnMarkers(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -433,6 +469,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     request_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.FromString,
                     response_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.SerializeToString,
             ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
+            ),
             'InitProducerId': grpc.unary_unary_rpc_method_handler(
                     servicer.InitProducerId,
                     request_deserializer=strand_dot_v1_dot_transactions__pb2.InitProducerIdRequest.FromString,
@@ -462,6 +503,16 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DescribeTransactions,
                     request_deserializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=strand_dot_v1_dot_storage__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_storage__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1015,6 +1066,33 @@ class Gateway:
             _registered_method=True)
 
     @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/TxnOffsetCommit',
+            strand_dot_v1_dot_groups__pb2.TxnOffsetCommitRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def InitProducerId(request,
             target,
             options=(),
@@ -1166,6 +1244,60 @@ class Gateway:
             '/strand.v1.Gateway/DescribeTransactions',
             strand_dot_v1_dot_transactions__pb2.DescribeTransactionsRequest.SerializeToString,
             strand_dot_v1_dot_transactions__pb2.DescribeTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DescribeProducers',
+            strand_dot_v1_dot_storage__pb2.DescribeProducersRequest.SerializeToString,
+            strand_dot_v1_dot_storage__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/WriteTxnMarkers',
+            strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
+            strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -79,6 +79,16 @@ class GroupCoordinatorStub:
                 request_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/strand.v1.GroupCoordinator/TxnOffsetCommit',
+                request_serializer=strand_dot_v1_dot_groups__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.CompleteTxnOffsets = channel.unary_unary(
+                '/strand.v1.GroupCoordinator/CompleteTxnOffsets',
+                request_serializer=strand_dot_v1_dot_groups__pb2.CompleteTxnOffsetsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_groups__pb2.CompleteTxnOffsetsResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -138,6 +148,24 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """Transactional offsets (KIP-98, KIP-447): stored pending for (group, producer)
+        until the transaction ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteTxnOffsets(self, request, context):
+        """Called by the transaction coordinator, never by clients: the transaction of a
+        producer ended; its pending offsets in the shard become committed offsets
+        (committed) or vanish (aborted). The group side of Kafka's WriteTxnMarkers on
+        a __consumer_offsets partition. Idempotent: a repeat changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +213,16 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.FromString,
                     response_serializer=strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'CompleteTxnOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteTxnOffsets,
+                    request_deserializer=strand_dot_v1_dot_groups__pb2.CompleteTxnOffsetsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_groups__pb2.CompleteTxnOffsetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +468,60 @@ class GroupCoordinator:
             '/strand.v1.GroupCoordinator/DeleteGroup',
             strand_dot_v1_dot_groups__pb2.DeleteGroupRequest.SerializeToString,
             strand_dot_v1_dot_groups__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.GroupCoordinator/TxnOffsetCommit',
+            strand_dot_v1_dot_groups__pb2.TxnOffsetCommitRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteTxnOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.GroupCoordinator/CompleteTxnOffsets',
+            strand_dot_v1_dot_groups__pb2.CompleteTxnOffsetsRequest.SerializeToString,
+            strand_dot_v1_dot_groups__pb2.CompleteTxnOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

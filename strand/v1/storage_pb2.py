@@ -25,37 +25,45 @@ _sym_db = _symbol_database.Default()
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/storage.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"[\n\x16WriteTxnMarkersRequest\x12-\n\x07markers\x18\x01 \x03(\x0b\x32\x1c.strand.v1.WritableTxnMarker\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\"\xa1\x01\n\x11WritableTxnMarker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x11\n\tcommitted\x18\x03 \x01(\x08\x12\x31\n\x06topics\x18\x04 \x03(\x0b\x32!.strand.v1.WritableTxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\";\n\x16WritableTxnMarkerTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"N\n\x17WriteTxnMarkersResponse\x12\x33\n\x07markers\x18\x01 \x03(\x0b\x32\".strand.v1.WritableTxnMarkerResult\"g\n\x17WritableTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.strand.v1.WritableTxnMarkerTopicResult\"n\n\x1cWritableTxnMarkerTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12?\n\npartitions\x18\x02 \x03(\x0b\x32+.strand.v1.WritableTxnMarkerPartitionResult\"v\n WritableTxnMarkerPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"\x9a\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x34\n\npartitions\x18\x05 \x03(\x0b\x32 .strand.v1.ReplicaFetchPartition\"\xc0\x01\n\x15ReplicaFetchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"T\n\x14ReplicaFetchResponse\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.strand.v1.ReplicaFetchPartitionResponse\"\x91\x02\n\x1dReplicaFetchPartitionResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x07 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x19.strand.v1.EpochEndOffset\x12\x0f\n\x07records\x18\t \x01(\x0c\x32\x80\x03\n\x07Storage\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponse\x12O\n\x0cReplicaFetch\x12\x1e.strand.v1.ReplicaFetchRequest\x1a\x1f.strand.v1.ReplicaFetchResponse\x12X\n\x0fWriteTxnMarkers\x12!.strand.v1.WriteTxnMarkersRequest\x1a\".strand.v1.WriteTxnMarkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/storage.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"M\n\x18\x44\x65scribeProducersRequest\x12\x31\n\x06topics\x18\x01 \x03(\x0b\x32!.strand.v1.WritableTxnMarkerTopic\"\xa9\x01\n\x0e\x41\x63tiveProducer\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x16\n\x0elast_timestamp\x18\x04 \x01(\x03\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12 \n\x18\x63urrent_txn_start_offset\x18\x06 \x01(\x03\"\xad\x01\n\x1a\x44\x65scribeProducersPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12,\n\tproducers\x18\x05 \x03(\x0b\x32\x19.strand.v1.ActiveProducer\"V\n\x19\x44\x65scribeProducersResponse\x12\x39\n\npartitions\x18\x01 \x03(\x0b\x32%.strand.v1.DescribeProducersPartition\"[\n\x16WriteTxnMarkersRequest\x12-\n\x07markers\x18\x01 \x03(\x0b\x32\x1c.strand.v1.WritableTxnMarker\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\"\xa1\x01\n\x11WritableTxnMarker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x11\n\tcommitted\x18\x03 \x01(\x08\x12\x31\n\x06topics\x18\x04 \x03(\x0b\x32!.strand.v1.WritableTxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\";\n\x16WritableTxnMarkerTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"N\n\x17WriteTxnMarkersResponse\x12\x33\n\x07markers\x18\x01 \x03(\x0b\x32\".strand.v1.WritableTxnMarkerResult\"g\n\x17WritableTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.strand.v1.WritableTxnMarkerTopicResult\"n\n\x1cWritableTxnMarkerTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12?\n\npartitions\x18\x02 \x03(\x0b\x32+.strand.v1.WritableTxnMarkerPartitionResult\"v\n WritableTxnMarkerPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"\x9a\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x34\n\npartitions\x18\x05 \x03(\x0b\x32 .strand.v1.ReplicaFetchPartition\"\xc0\x01\n\x15ReplicaFetchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"T\n\x14ReplicaFetchResponse\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.strand.v1.ReplicaFetchPartitionResponse\"\x91\x02\n\x1dReplicaFetchPartitionResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x07 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x19.strand.v1.EpochEndOffset\x12\x0f\n\x07records\x18\t \x01(\x0c\x32\xe0\x03\n\x07Storage\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponse\x12O\n\x0cReplicaFetch\x12\x1e.strand.v1.ReplicaFetchRequest\x1a\x1f.strand.v1.ReplicaFetchResponse\x12X\n\x0fWriteTxnMarkers\x12!.strand.v1.WriteTxnMarkersRequest\x1a\".strand.v1.WriteTxnMarkersResponse\x12^\n\x11\x44\x65scribeProducers\x12#.strand.v1.DescribeProducersRequest\x1a$.strand.v1.DescribeProducersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strand.v1.storage_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=62
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=153
-  _globals['_WRITABLETXNMARKER']._serialized_start=156
-  _globals['_WRITABLETXNMARKER']._serialized_end=317
-  _globals['_WRITABLETXNMARKERTOPIC']._serialized_start=319
-  _globals['_WRITABLETXNMARKERTOPIC']._serialized_end=378
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=380
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=458
-  _globals['_WRITABLETXNMARKERRESULT']._serialized_start=460
-  _globals['_WRITABLETXNMARKERRESULT']._serialized_end=563
-  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_start=565
-  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_end=675
-  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_start=677
-  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_end=795
-  _globals['_REPLICAFETCHREQUEST']._serialized_start=798
-  _globals['_REPLICAFETCHREQUEST']._serialized_end=952
-  _globals['_REPLICAFETCHPARTITION']._serialized_start=955
-  _globals['_REPLICAFETCHPARTITION']._serialized_end=1147
-  _globals['_EPOCHENDOFFSET']._serialized_start=1149
-  _globals['_EPOCHENDOFFSET']._serialized_end=1200
-  _globals['_REPLICAFETCHRESPONSE']._serialized_start=1202
-  _globals['_REPLICAFETCHRESPONSE']._serialized_end=1286
-  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_start=1289
-  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_end=1562
-  _globals['_STORAGE']._serialized_start=1565
-  _globals['_STORAGE']._serialized_end=1949
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_start=62
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_end=139
+  _globals['_ACTIVEPRODUCER']._serialized_start=142
+  _globals['_ACTIVEPRODUCER']._serialized_end=311
+  _globals['_DESCRIBEPRODUCERSPARTITION']._serialized_start=314
+  _globals['_DESCRIBEPRODUCERSPARTITION']._serialized_end=487
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_start=489
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_end=575
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=577
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=668
+  _globals['_WRITABLETXNMARKER']._serialized_start=671
+  _globals['_WRITABLETXNMARKER']._serialized_end=832
+  _globals['_WRITABLETXNMARKERTOPIC']._serialized_start=834
+  _globals['_WRITABLETXNMARKERTOPIC']._serialized_end=893
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=895
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=973
+  _globals['_WRITABLETXNMARKERRESULT']._serialized_start=975
+  _globals['_WRITABLETXNMARKERRESULT']._serialized_end=1078
+  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_start=1080
+  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_end=1190
+  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_start=1192
+  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_end=1310
+  _globals['_REPLICAFETCHREQUEST']._serialized_start=1313
+  _globals['_REPLICAFETCHREQUEST']._serialized_end=1467
+  _globals['_REPLICAFETCHPARTITION']._serialized_start=1470
+  _globals['_REPLICAFETCHPARTITION']._serialized_end=1662
+  _globals['_EPOCHENDOFFSET']._serialized_start=1664
+  _globals['_EPOCHENDOFFSET']._serialized_end=1715
+  _globals['_REPLICAFETCHRESPONSE']._serialized_start=1717
+  _globals['_REPLICAFETCHRESPONSE']._serialized_end=1801
+  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_start=1804
+  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_end=2077
+  _globals['_STORAGE']._serialized_start=2080
+  _globals['_STORAGE']._serialized_end=2560
 # @@protoc_insertion_point(module_scope)

@@ -60,6 +60,11 @@ class StorageStub:
                 request_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
                 _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/strand.v1.Storage/DescribeProducers',
+                request_serializer=strand_dot_v1_dot_storage__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_storage__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServicer:
@@ -100,6 +105,15 @@ class StorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeProducers(self, request, context):
+        """KIP-664: the producers a partition leader knows (their epochs, last sequence,
+        the coordinator epoch and start offset of an open transaction), to find and
+        abort hanging transactions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +141,11 @@ def add_StorageServicer_to_server(servicer, server):
                     servicer.WriteTxnMarkers,
                     request_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.FromString,
                     response_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=strand_dot_v1_dot_storage__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_storage__pb2.DescribeProducersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +283,33 @@ class Storage:
             '/strand.v1.Storage/WriteTxnMarkers',
             strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
             strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Storage/DescribeProducers',
+            strand_dot_v1_dot_storage__pb2.DescribeProducersRequest.SerializeToString,
+            strand_dot_v1_dot_storage__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,
