@@ -28,6 +28,7 @@ import pytest
 from strand import Admin, Consumer, ConsumerGroupMetadata, NewTopic, Producer, TopicPartition
 from strand.errors import (
     InvalidGroupIdError,
+    RecordTooLargeError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     ProducerFencedError,
@@ -129,6 +130,41 @@ def test_abort_fails_the_unsent_records(cluster: SdkCluster) -> None:
         producer.send(partitions[0].topic, b"kept", partition=0)
         producer.commit_transaction(30)
     assert read(cluster, "read_uncommitted", partitions) == ["kept"]
+
+
+def test_a_failed_send_aborts_and_the_coordinator_gives_the_next_epoch(
+        cluster: SdkCluster) -> None:
+    """A batch refused for good leaves a sequence gap: the transaction can only abort,
+    and the abort takes the next epoch from the coordinator (InitProducerId with the
+    producer's id and epoch, KIP-360), not a local bump the coordinator would not know."""
+    topic = "abortable"
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 3, config={"max.message.bytes": "2000"})])
+    gateway = Gateway(cluster.bootstrap)
+    tid = "sdk-abortable"
+    with Producer(cluster.bootstrap, transactional_id=tid, linger_ms=5) as producer:
+        producer.init_transactions(30)
+        epoch = gateway.describe(tid).producer_epoch
+        producer.begin_transaction()
+        producer.send(topic, b"small", partition=0).result(30)
+        too_large = producer.send(topic, b"x" * 5000, partition=0)
+        with pytest.raises(RecordTooLargeError):
+            too_large.result(30)
+        with pytest.raises(TransactionAbortableError) as info:
+            producer.commit_transaction(30)
+        assert isinstance(info.value.cause, RecordTooLargeError)
+        with pytest.raises(TransactionAbortableError):  # only an abort is allowed now
+            producer.send(topic, b"more", partition=0)
+        producer.abort_transaction(30)
+        described = gateway.describe(tid)
+        assert (described.transaction_state, described.producer_epoch) == (
+            "Empty", epoch + 1), described
+        producer.begin_transaction()  # under the new epoch, from sequence 0
+        producer.send(topic, b"after", partition=0)
+        producer.commit_transaction(30)
+    gateway.channel.close()
+    assert read(cluster, "read_committed", [TopicPartition(topic, 0)]) == ["after"]
+    assert read(cluster, "read_uncommitted", [TopicPartition(topic, 0)]) == ["small", "after"]
 
 
 ZOMBIE = r"""
