@@ -28,10 +28,10 @@ import pytest
 from strand import Admin, Consumer, ConsumerGroupMetadata, NewTopic, Producer, TopicPartition
 from strand.errors import (
     InvalidGroupIdError,
-    RecordTooLargeError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     ProducerFencedError,
+    RecordTooLargeError,
 )
 from strand.producer.errors import TransactionAbortableError
 from tests.integration.test_transactions_service import Gateway
@@ -64,16 +64,19 @@ def topics(cluster: SdkCluster, prefix: str) -> list[TopicPartition]:
 
 
 def read(cluster: SdkCluster, isolation: Literal["read_committed", "read_uncommitted"],
-         partitions: list[TopicPartition], settle_s: float = 1.5) -> list[str]:
-    """Every value a consumer of that isolation level hands out, until it has been
-    quiet for ``settle_s`` (the LSO may still be catching up with the markers)."""
+         partitions: list[TopicPartition], expect: int = 0, settle_s: float = 1.5
+         ) -> list[str]:
+    """Every value a consumer of that isolation level hands out: at least ``expect``
+    of them (up to 30 s: the markers that move the LSO are written after EndTxn is
+    answered), then until it has been quiet for ``settle_s``."""
     got: list[str] = []
     with Consumer(cluster.bootstrap, isolation_level=isolation, auto_offset_reset="earliest",
                   fetch_max_wait_ms=100) as consumer:
         consumer.assign(partitions)
         quiet_since = time.monotonic()
         deadline = quiet_since + 30
-        while time.monotonic() < deadline and time.monotonic() - quiet_since < settle_s:
+        while time.monotonic() < deadline and (
+                len(got) < expect or time.monotonic() - quiet_since < settle_s):
             polled = consumer.poll(timeout_ms=200)
             for records in polled.values():
                 got.extend(r.value.decode() for r in records if r.value is not None)
@@ -109,9 +112,11 @@ def test_commit_is_seen_whole_and_abort_never_by_read_committed(cluster: SdkClus
         after = send_all(producer, partitions[:1], "after")
         producer.commit_transaction(30)
 
-    assert sorted(read(cluster, "read_committed", partitions)) == sorted(committed | after)
-    assert sorted(read(cluster, "read_uncommitted", partitions)) == sorted(
-        committed | aborted | after)
+    assert sorted(read(cluster, "read_committed", partitions, len(committed | after))) == sorted(
+        committed | after)
+    everything = committed | aborted | after
+    assert sorted(read(cluster, "read_uncommitted", partitions, len(everything))) == sorted(
+        everything)
 
 
 def test_abort_fails_the_unsent_records(cluster: SdkCluster) -> None:
@@ -129,7 +134,7 @@ def test_abort_fails_the_unsent_records(cluster: SdkCluster) -> None:
         producer.begin_transaction()
         producer.send(partitions[0].topic, b"kept", partition=0)
         producer.commit_transaction(30)
-    assert read(cluster, "read_uncommitted", partitions) == ["kept"]
+    assert read(cluster, "read_uncommitted", partitions, 1) == ["kept"]
 
 
 def test_a_failed_send_aborts_and_the_coordinator_gives_the_next_epoch(
@@ -163,8 +168,9 @@ def test_a_failed_send_aborts_and_the_coordinator_gives_the_next_epoch(
         producer.send(topic, b"after", partition=0)
         producer.commit_transaction(30)
     gateway.channel.close()
-    assert read(cluster, "read_committed", [TopicPartition(topic, 0)]) == ["after"]
-    assert read(cluster, "read_uncommitted", [TopicPartition(topic, 0)]) == ["small", "after"]
+    assert read(cluster, "read_committed", [TopicPartition(topic, 0)], 1) == ["after"]
+    assert read(cluster, "read_uncommitted", [TopicPartition(topic, 0)], 2) == [
+        "small", "after"]
 
 
 ZOMBIE = r"""
@@ -253,12 +259,12 @@ def test_a_resumed_zombie_can_neither_write_add_nor_commit(cluster: SdkCluster) 
     assert results["commit"] == ProducerFencedError.__name__, results
     assert results["commit_again"] == ProducerFencedError.__name__, results
 
-    visible = read(cluster, "read_committed", [*partitions, spare])
+    visible = read(cluster, "read_committed", [*partitions, spare], len(tids) * len(partitions))
     assert not [v for v in visible if v.startswith("zombie")], visible
     assert sorted(visible) == sorted(f"fresh-{tid}-{tp.topic}-{tp.partition}"
                                      for tid in tids for tp in partitions)
     # The zombies' records are in the logs, aborted.
-    unfiltered = read(cluster, "read_uncommitted", partitions)
+    unfiltered = read(cluster, "read_uncommitted", partitions, 6 * len(partitions))
     assert len([v for v in unfiltered if v.startswith("zombie-")]) >= 3 * len(partitions)
 
 
@@ -318,4 +324,4 @@ def test_calls_in_the_wrong_state_are_refused_and_change_nothing(cluster: SdkClu
         # None of that changed the transaction: it goes on and commits.
         producer.send(tp.topic, b"inside", partition=tp.partition)
         producer.commit_transaction(30)
-    assert read(cluster, "read_committed", partitions) == ["inside"]
+    assert read(cluster, "read_committed", partitions, 1) == ["inside"]
