@@ -209,6 +209,11 @@ def test_abort_and_describe_errors(cluster: SdkCluster) -> None:
     described = node.DescribeProducers(storage_pb2.DescribeProducersRequest(topics=topics),
                                        timeout=30)
     assert ErrorCode(described.partitions[0].error_code) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    unknown_here = node.DescribeProducers(storage_pb2.DescribeProducersRequest(
+        topics=[storage_pb2.WritableTxnMarkerTopic(topic="nowhere", partitions=[0])]),
+        timeout=30)
+    assert ErrorCode(unknown_here.partitions[0].error_code) \
+        is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     marked = node.WriteTxnMarkers(storage_pb2.WriteTxnMarkersRequest(markers=[
         storage_pb2.WritableTxnMarker(producer_id=5, producer_epoch=0, topics=topics)]),
         timeout=30)
