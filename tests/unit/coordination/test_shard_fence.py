@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from strand.cluster.model import FIRST_RESERVED_PRODUCER_ID, MAX_PRODUCER_ID
+from strand.coordination.ownership import MAX_SHARD_EPOCH
 from strand.coordination.shard_fence import (
     EPOCHS_PER_ID,
     KINDS,
@@ -18,7 +19,6 @@ from strand.coordination.shard_fence import (
     ShardWriterId,
     shard_writer_ids,
 )
-from strand.coordination.ownership import MAX_SHARD_EPOCH
 
 kinds = st.sampled_from(KINDS)
 shards = st.integers(0, MAX_SHARDS - 1)
