@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
@@ -150,16 +151,7 @@ class TxnCalls:
 
         async def call(timeout: float) -> Any:
             response = await stub.AddPartitionsToTxn(request, timeout=timeout)
-            if response.error_code == ErrorCode.NONE:
-                # Per partition: the first failure stands for the request (all of the
-                # request is retried, or the transaction fails, together).
-                for result in response.results:
-                    if result.error_code != ErrorCode.NONE:
-                        return pb_txn.AddPartitionsToTxnResponse(
-                            error_code=result.error_code,
-                            error_message=f"{result.topic}-{result.partition}: "
-                                          f"{ErrorCode(result.error_code).name}")
-            return response
+            return _first_failure(response, response.results)
 
         await self._retrying("AddPartitionsToTxn", deadline, call, still_wanted)
 
@@ -187,14 +179,7 @@ class TxnCalls:
 
         async def call(timeout: float) -> Any:
             response = await stub.TxnOffsetCommit(request, timeout=timeout)
-            if response.error_code == ErrorCode.NONE:
-                for part in response.partitions:
-                    if part.error_code != ErrorCode.NONE:
-                        return pb_groups.OffsetCommitResponse(
-                            error_code=part.error_code,
-                            error_message=f"{part.topic}-{part.partition}: "
-                                          f"{part.error_message or part.error_code}")
-            return response
+            return _first_failure(response, response.partitions)
 
         await self._retrying("TxnOffsetCommit", deadline, call)
 
@@ -206,3 +191,20 @@ class TxnCalls:
         stub = self._stub()
         await self._retrying("EndTxn", deadline,
                              lambda timeout: stub.EndTxn(request, timeout=timeout))
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    error_code: int
+    error_message: str
+
+
+def _first_failure(response: Any, partitions: Iterable[Any]) -> Any:
+    """A request answered per partition fails as a whole with its first failed
+    partition's error: all of it is retried, or fails the transaction, together."""
+    if response.error_code == ErrorCode.NONE:
+        for part in partitions:
+            if part.error_code != ErrorCode.NONE:
+                why = getattr(part, "error_message", "") or ErrorCode(part.error_code).name
+                return _Failure(part.error_code, f"{part.topic}-{part.partition}: {why}")
+    return response

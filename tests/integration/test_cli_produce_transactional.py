@@ -9,24 +9,18 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
 from tests.integration.test_cli_console import popen, strand
-from tests.support.cluster import SdkCluster, start_sdk_cluster
+from tests.support.cluster import SdkCluster
 from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
-    started = start_sdk_cluster(tmp_path_factory.mktemp("cli-txn"), nodes=1, coordinators=1,
-                                txn_coordinators=1)
-    try:
-        yield started
-    finally:
-        started.stop()
+def cluster(txn_cluster: SdkCluster) -> SdkCluster:
+    return txn_cluster
 
 
 def create(cluster: SdkCluster, topic: str, partitions: int = 2) -> None:

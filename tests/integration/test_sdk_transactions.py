@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -35,20 +34,15 @@ from strand.errors import (
 )
 from strand.producer.errors import TransactionAbortableError
 from tests.integration.test_transactions_service import Gateway
-from tests.support.cluster import SdkCluster, placement, start_sdk_cluster
+from tests.support.cluster import SdkCluster, placement
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
-    started = start_sdk_cluster(tmp_path_factory.mktemp("sdk-txn"), nodes=3, coordinators=1,
-                                txn_coordinators=1)
-    try:
-        yield started
-    finally:
-        started.stop()
+def cluster(txn_cluster: SdkCluster) -> SdkCluster:
+    return txn_cluster
 
 
 def topics(cluster: SdkCluster, prefix: str) -> list[TopicPartition]:

@@ -51,14 +51,19 @@ def at(state: TxnState) -> TxnStateMachine:
         S.FATAL_ERROR: [S.FATAL_ERROR],
     }[state]
     for target in path:
-        if target is S.ABORTABLE_ERROR:
-            machine.set_abortable(RequestTimedOutError("a send timed out"))
-        elif target is S.FATAL_ERROR:
-            machine.set_fatal(ProducerFencedError("fenced"))
-        else:
-            machine.transition(target)
+        move(machine, target)
     assert machine.state is state
     return machine
+
+
+def move(machine: TxnStateMachine, target: TxnState) -> None:
+    """Ask for ``target`` as the producer would: errors through their setters."""
+    if target is S.ABORTABLE_ERROR:
+        machine.set_abortable(RequestTimedOutError("a send timed out"))
+    elif target is S.FATAL_ERROR:
+        machine.set_fatal(ProducerFencedError("fenced"))
+    else:
+        machine.transition(target)
 
 
 @pytest.mark.parametrize("source", list(S))
@@ -166,12 +171,7 @@ def test_random_calls_only_take_kafkas_transitions(targets: list[TxnState]) -> N
     for target in targets:
         before = machine.state
         try:
-            if target is S.ABORTABLE_ERROR:
-                machine.set_abortable(RequestTimedOutError("x"))
-            elif target is S.FATAL_ERROR:
-                machine.set_fatal(ProducerFencedError("x"))
-            else:
-                machine.transition(target)
+            move(machine, target)
         except (InvalidTxnStateError, TransactionAbortableError, ProducerFencedError):
             assert machine.state is before
             continue
