@@ -393,6 +393,24 @@ class Group:
 
     # -- offsets ------------------------------------------------------------------------------
 
+    def check_txn_commit(self, member_id: str, generation: int,
+                         group_instance_id: str | None = None) -> ErrorCode:
+        """May a transactional producer commit offsets for this member (KIP-447)?
+        Kafka's rules: a named member must be in the group, a generation (>= 0) must
+        be the current one; a producer without the consumer's group metadata (no
+        member, generation -1) is not checked."""
+        if self.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group_instance_id is not None:
+            known = self.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation >= 0 and generation != self.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     def check_commit(self, member_id: str, generation: int,
                      group_instance_id: str | None = None) -> ErrorCode:
         """May this member commit offsets now? A standalone commit (no member id,

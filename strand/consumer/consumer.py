@@ -188,7 +188,8 @@ class Consumer:
                 rebalance_timeout_ms=max_poll_interval_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 request_timeout_ms=request_timeout_ms, partitions_for=self._partition_count,
-                topic_id=self._topic_id, wakeup=self._wakeup, check_wakeup=self._check_wakeup)
+                topic_id=self._topic_id, wakeup=self._wakeup, check_wakeup=self._check_wakeup,
+                require_stable=isolation_level == "read_committed")
             self._group = GroupMode(self._subscriptions, coordinator, self._metadata,
                                     enable_auto_commit=enable_auto_commit,
                                     auto_commit_interval_ms=auto_commit_interval_ms,
