@@ -95,7 +95,9 @@ class Consumer:
       partition (the first batch is returned whole even when larger).
     - ``max_poll_records``: records per ``poll()`` by default.
     - ``auto_offset_reset``: where a partition without a valid position starts.
-    - ``isolation_level``: ``'read_uncommitted'`` or ``'read_committed'``.
+    - ``isolation_level``: ``'read_uncommitted'`` or ``'read_committed'`` (records of
+      committed transactions only; the group's committed offsets only once no open
+      transaction may still replace them: UNSTABLE_OFFSET_COMMIT is retried).
     - ``consumer_timeout_ms``: iteration stops after this long without a record
       (None: it blocks until ``close()``).
     """
