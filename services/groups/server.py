@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ from services.groups.membership import Protocol
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.records import OffsetValue
 from services.groups.topics import CacheTopics
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -196,18 +197,12 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
 
         async def work() -> None:
             coordinator = self._coordinator(request.group_id)
-            offsets = {(p.topic, p.partition): OffsetValue(
-                p.offset, p.metadata, p.leader_epoch or -1, topic_id=p.topic_id)
-                for p in request.partitions}
             error = await coordinator.commit(
                 request.group_id, request.member_id, request.generation_id,
-                request.group_instance_id or None, offsets)
+                request.group_instance_id or None, _offsets(request.partitions))
             response.error_code = _code(error)
-            for p in request.partitions:
-                response.partitions.add(topic=p.topic, partition=p.partition,
-                                        error_code=_code(error))
 
-        return await self._answer(response, work, request)
+        return _per_partition(await self._answer(response, work, request), request)
 
     async def TxnOffsetCommit(self, request: pb.TxnOffsetCommitRequest,
                               context: grpc.aio.ServicerContext) -> pb.OffsetCommitResponse:
@@ -215,20 +210,13 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
 
         async def work() -> None:
             coordinator = self._coordinator(request.group_id)
-            offsets = {(p.topic, p.partition): OffsetValue(
-                p.offset, p.metadata, p.leader_epoch or -1, topic_id=p.topic_id)
-                for p in request.partitions}
             error = await coordinator.txn_commit(
                 request.transactional_id, request.producer_id, request.producer_epoch,
                 request.group_id, request.member_id, request.generation_id,
-                request.group_instance_id or None, offsets)
+                request.group_instance_id or None, _offsets(request.partitions))
             response.error_code = _code(error)
 
-        response = await self._answer(response, work, request)
-        for p in request.partitions:
-            response.partitions.add(topic=p.topic, partition=p.partition,
-                                    error_code=response.error_code)
-        return response
+        return _per_partition(await self._answer(response, work, request), request)
 
     async def CompleteTxnOffsets(self, request: pb.CompleteTxnOffsetsRequest,
                                  context: grpc.aio.ServicerContext
@@ -331,6 +319,23 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         return await self._answer(response, work, request)
 
 
+def _offsets(partitions: Iterable[pb.OffsetCommitPartition]
+             ) -> dict[tuple[str, int], OffsetValue]:
+    return {(p.topic, p.partition): OffsetValue(p.offset, p.metadata, p.leader_epoch or -1,
+                                                topic_id=p.topic_id) for p in partitions}
+
+
+def _per_partition(response: pb.OffsetCommitResponse,
+                   request: pb.OffsetCommitRequest | pb.TxnOffsetCommitRequest
+                   ) -> pb.OffsetCommitResponse:
+    """Every partition of a commit answered with the commit's error (it is stored
+    whole or not at all)."""
+    for p in request.partitions:
+        response.partitions.add(topic=p.topic, partition=p.partition,
+                                error_code=response.error_code)
+    return response
+
+
 class _Refused(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -345,8 +350,9 @@ class GroupsProcess:
         self.cache = MetadataCache(self.keys)
         self.servicer = GroupsServicer(self.cache)
         self.topics = CacheTopics(self.cache)
+        self.channels = AioChannels(f"groups-{settings.instance_id}")
         self.verifier = CoordinatorTxnVerifier(
-            self.cache, f"group coordinator {settings.instance_id}")
+            self.cache, f"group coordinator {settings.instance_id}", self.channels.get)
         self._stopping = asyncio.Event()
         self._producer: Producer | None = None
 
@@ -385,7 +391,7 @@ class GroupsProcess:
                 await watching
             await server.stop(grace=2)
             self._producer.close(timeout=5)
-            await self.verifier.close()
+            await self.channels.close()
             await watcher.stop()
             await etcd.close()
 

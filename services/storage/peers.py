@@ -13,11 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import grpc
-
 from services.storage.fetch_params import FetchedPartition, FetchParams
 from services.storage.isr import IsrAnswer, IsrProposal
-from strand.client.channel import open_aio_channel
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.errors import ErrorCode, LeaderNotAvailableError, NotControllerError, error_for
 from strand.v1 import controller_pb2 as pb_ctl
@@ -33,20 +31,11 @@ class PeerClients:
     def __init__(self, cache: MetadataCache, node_id: int) -> None:
         self.cache = cache
         self.node_id = node_id
-        self._channels: dict[str, grpc.aio.Channel] = {}
-
-    def channel(self, address: str) -> grpc.aio.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = open_aio_channel(
-                address, f"storage-{self.node_id}")
-        return channel
+        self.channels = AioChannels(f"storage-{node_id}")
+        self.channel = self.channels.get
 
     async def close(self) -> None:
-        channels = list(self._channels.values())
-        self._channels.clear()
-        for channel in channels:
-            await channel.close()
+        await self.channels.close()
 
     # -- storage nodes ------------------------------------------------------------------------
 

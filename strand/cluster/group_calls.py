@@ -15,19 +15,16 @@ keeps its error and the caller tries again later.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterable
 
 import grpc
 
 from strand.cluster.cache import MetadataCache
-from strand.cluster.storage_calls import CALL_TIMEOUT_S, RETRY_S, MarkerError, TopicPartition
+from strand.cluster.storage_calls import CALL_TIMEOUT_S, MarkerError, TopicPartition, until_final
 from strand.coordination.owners import shard_owner
 from strand.coordination.shards import GROUP_TOPIC
 from strand.errors import ErrorCode
 from strand.v1 import groups_pb2, groups_pb2_grpc
-
-log = logging.getLogger(__name__)
 
 __all__ = ["GroupOffsetsCompleter"]
 
@@ -49,41 +46,24 @@ class GroupOffsetsCompleter:
                        commit: bool, partitions: Iterable[TopicPartition]
                        ) -> dict[TopicPartition, MarkerError]:
         """Each partition's final answer (NONE: its offsets are ended and stored)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
-        pending = dict.fromkeys(partitions, MarkerError(ErrorCode.REQUEST_TIMED_OUT,
-                                                        "not sent yet"))
-        done: dict[TopicPartition, MarkerError] = {}
-        while pending:
-            asked = []
-            for tp in pending:
-                owner = shard_owner(self.cache, GROUP_TOPIC, tp[1])
-                if owner is None:
-                    pending[tp] = MarkerError(
-                        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                        f"no group coordinator owns shard {tp[1]} of {GROUP_TOPIC}")
-                else:
-                    asked.append((tp, owner.address))
-            answers = await asyncio.gather(*(
-                self._call(address, tp[1], producer_id, producer_epoch, coordinator_epoch,
-                           commit, max(deadline - loop.time(), 0.1))
-                for tp, address in asked))
-            for (tp, _), error in zip(asked, answers, strict=True):
-                if error.code in RETRIABLE:
-                    pending[tp] = error
-                else:
-                    done[tp] = error
-                    del pending[tp]
-            if not pending:
-                break
-            if loop.time() >= deadline:
-                done.update(pending)
-                break
-            log.info("retrying the completion of transactional offsets", extra={
-                "producer_id": producer_id, "partitions": len(pending),
-                "error": next(iter(pending.values())).message})
-            await self.cache.wait_changed(min(max(deadline - loop.time(), 0), RETRY_S))
-        return done
+
+        async def send(pending: list[TopicPartition], remaining_s: float
+                       ) -> dict[TopicPartition, MarkerError]:
+            owners = {tp: shard_owner(self.cache, GROUP_TOPIC, tp[1]) for tp in pending}
+            asked = [(tp, owner.address) for tp, owner in owners.items() if owner is not None]
+            answers = {tp: MarkerError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                       f"no group coordinator owns shard {tp[1]} of "
+                                       f"{GROUP_TOPIC}")
+                       for tp, owner in owners.items() if owner is None}
+            for (tp, _), answer in zip(asked, await asyncio.gather(*(
+                    self._call(address, tp[1], producer_id, producer_epoch,
+                               coordinator_epoch, commit, remaining_s)
+                    for tp, address in asked)), strict=True):
+                answers[tp] = answer
+            return answers
+
+        return await until_final(self.cache, partitions, send, RETRIABLE, self.timeout_s,
+                                 f"the transactional offsets of producer {producer_id}")
 
     async def _call(self, address: str, shard: int, producer_id: int, producer_epoch: int,
                     coordinator_epoch: int, commit: bool, timeout_s: float) -> MarkerError:

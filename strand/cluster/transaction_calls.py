@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 import grpc
 
-from strand.client.channel import open_aio_channel
 from strand.cluster.cache import MetadataCache
 from strand.coordination.owners import key_shard, shard_owner
 from strand.coordination.shards import TRANSACTION_TOPIC
@@ -33,27 +32,13 @@ VERIFY_TIMEOUT_S = 5.0
 
 class CoordinatorTxnVerifier:
     """Asks the owning transaction coordinator. ``who`` names the caller in errors
-    ("storage node 3"); ``channel`` gives a channel to an address (the caller's pool),
-    else the verifier keeps its own (closed by :meth:`close`)."""
+    ("storage node 3"); ``channel`` gives a channel to an address (the caller's)."""
 
     def __init__(self, cache: MetadataCache, who: str,
-                 channel: Callable[[str], grpc.aio.Channel] | None = None) -> None:
+                 channel: Callable[[str], grpc.aio.Channel]) -> None:
         self.cache = cache
         self.who = who
-        self._channel = channel if channel is not None else self._own_channel
-        self._channels: dict[str, grpc.aio.Channel] = {}
-
-    def _own_channel(self, address: str) -> grpc.aio.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = open_aio_channel(address, self.who)
-        return channel
-
-    async def close(self) -> None:
-        channels = list(self._channels.values())
-        self._channels.clear()
-        for channel in channels:
-            await channel.close()
+        self._channel = channel
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      topic: str, partition: int) -> None:
