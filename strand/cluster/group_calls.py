@@ -63,7 +63,8 @@ class GroupOffsetsCompleter:
             return answers
 
         return await until_final(self.cache, partitions, send, RETRIABLE, self.timeout_s,
-                                 f"the transactional offsets of producer {producer_id}")
+                                 "the completion of transactional offsets",
+                                 {"producer_id": producer_id})
 
     async def _call(self, address: str, shard: int, producer_id: int, producer_epoch: int,
                     coordinator_epoch: int, commit: bool, timeout_s: float) -> MarkerError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -48,8 +48,8 @@ class MarkerError:
 async def until_final(cache: MetadataCache, partitions: Iterable[TopicPartition],
                       send: Callable[[list[TopicPartition], float],
                                      Awaitable[dict[TopicPartition, MarkerError]]],
-                      retriable: Collection[ErrorCode], timeout_s: float, what: str
-                      ) -> dict[TopicPartition, MarkerError]:
+                      retriable: Collection[ErrorCode], timeout_s: float, what: str,
+                      context: Mapping[str, object]) -> dict[TopicPartition, MarkerError]:
     """Send the partitions still without a final answer (one round: ``send`` answers
     each of them, retriable or not) again as the metadata changes, until every one
     has a final answer or ``timeout_s`` passes; then the rest keep their last
@@ -74,8 +74,9 @@ async def until_final(cache: MetadataCache, partitions: Iterable[TopicPartition]
         if loop.time() >= deadline:
             done.update(pending)
             break
-        log.info("retrying", extra={"what": what, "partitions": len(pending),
-                                    "error": next(iter(pending.values())).message})
+        log.info("retrying %s", what, extra={
+            **context, "partitions": len(pending),
+            "error": next(iter(pending.values())).message})
         await cache.wait_changed(min(max(deadline - loop.time(), 0), RETRY_S))
     return done
 
@@ -116,7 +117,7 @@ class StorageMarkerWriter:
             return answers
 
         return await until_final(self.cache, partitions, send, RETRIABLE, self.timeout_s,
-                                 f"the transaction markers of producer {producer_id}")
+                                 "transaction markers", {"producer_id": producer_id})
 
     async def _call(self, address: str, partitions: list[TopicPartition], producer_id: int,
                     producer_epoch: int, coordinator_epoch: int, commit: bool,

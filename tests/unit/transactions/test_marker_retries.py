@@ -27,7 +27,7 @@ def test_retriable_answers_are_sent_again_until_final() -> None:
                                 else ErrorCode.NONE, "") for tp in pending}
 
     done = asyncio.run(until_final(MetadataCache(KeySpace("t")), [("o", 0), ("o", 1)], send,
-                                   RETRIABLE, 5.0, "test"))
+                                   RETRIABLE, 5.0, "test", {}))
     assert rounds == [[("o", 0), ("o", 1)], [("o", 1)], [("o", 1)]]
     assert {tp: e.code for tp, e in done.items()} == {("o", 0): ErrorCode.NONE,
                                                       ("o", 1): ErrorCode.NONE}
@@ -39,5 +39,5 @@ def test_what_is_still_retriable_at_the_deadline_keeps_its_error() -> None:
         return {tp: MarkerError(ErrorCode.NOT_COORDINATOR, "no owner") for tp in pending}
 
     done = asyncio.run(until_final(MetadataCache(KeySpace("t")), [("o", 0)], send,
-                                   RETRIABLE, 0.3, "test"))
+                                   RETRIABLE, 0.3, "test", {}))
     assert done == {("o", 0): MarkerError(ErrorCode.NOT_COORDINATOR, "no owner")}
