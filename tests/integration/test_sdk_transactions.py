@@ -26,11 +26,13 @@ import pytest
 
 from strand import Admin, Consumer, ConsumerGroupMetadata, NewTopic, Producer, TopicPartition
 from strand.errors import (
+    IllegalGenerationError,
     InvalidGroupIdError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     ProducerFencedError,
     RecordTooLargeError,
+    UnknownMemberIdError,
 )
 from strand.producer.errors import TransactionAbortableError
 from tests.integration.test_transactions_service import Gateway
@@ -319,3 +321,63 @@ def test_calls_in_the_wrong_state_are_refused_and_change_nothing(cluster: SdkClu
         producer.send(tp.topic, b"inside", partition=tp.partition)
         producer.commit_transaction(30)
     assert read(cluster, "read_committed", partitions, 1) == ["inside"]
+
+
+def test_offsets_commit_with_the_transaction_and_vanish_with_its_abort(
+        cluster: SdkCluster) -> None:
+    """send_offsets_to_transaction: the group's offsets become committed with the
+    transaction, not before, and never when it aborts; a consumer's group metadata of
+    another generation, or of no member, is refused (KIP-447) and the transaction can
+    only abort, leaving the committed offsets as they were."""
+    source = [tp for tp in topics(cluster, "offsets") if tp.topic == "offsets-a"]
+    with Producer(cluster.bootstrap) as plain:
+        for tp in source:
+            for i in range(4):
+                plain.send(tp.topic, f"in-{tp.partition}-{i}", partition=tp.partition)
+    gateway = Gateway(cluster.bootstrap)
+    tid = "sdk-offsets"
+
+    def ended() -> bool:
+        return gateway.describe(tid).transaction_state in ("CompleteCommit", "CompleteAbort")
+
+    with Consumer(cluster.bootstrap, group_id="offsets-group", enable_auto_commit=False,
+                  isolation_level="read_committed") as consumer, \
+            Producer(cluster.bootstrap, transactional_id=tid) as producer:
+        consumer.subscribe(["offsets-a"])
+        wait_until(lambda: consumer.poll(timeout_ms=200) is not None
+                   and len(consumer.assignment()) == len(source), 30, "the group's assignment")
+        member = consumer.group_metadata()
+        assert member.generation_id >= 0 and member.member_id
+        producer.init_transactions(30)
+
+        producer.begin_transaction()
+        producer.send("offsets-b", b"aborted", partition=0)
+        producer.send_offsets_to_transaction({tp: 1 for tp in source}, member, 30)
+        producer.abort_transaction(30)
+        wait_until(ended, 30, "the abort to complete")
+        assert [consumer.committed(tp) for tp in source] == [None] * len(source)
+
+        producer.begin_transaction()
+        producer.send("offsets-b", b"committed", partition=0)
+        producer.send_offsets_to_transaction({tp: 2 for tp in source}, member, 30)
+        producer.commit_transaction(30)
+        wait_until(lambda: [consumer.committed(tp) for tp in source] == [2] * len(source),
+                   30, "the offsets to commit with the transaction")
+
+        stale = ConsumerGroupMetadata("offsets-group", member.generation_id + 7,
+                                      member.member_id, None)
+        unknown = ConsumerGroupMetadata("offsets-group", -1, "no-such-member", None)
+        for wrong, cause in ((stale, IllegalGenerationError),
+                             (unknown, UnknownMemberIdError)):
+            producer.begin_transaction()
+            with pytest.raises(TransactionAbortableError) as info:
+                producer.send_offsets_to_transaction({tp: 3 for tp in source}, wrong, 30)
+            assert isinstance(info.value.cause, cause), info.value
+            with pytest.raises(TransactionAbortableError):
+                producer.commit_transaction(30)
+            producer.abort_transaction(30)
+            wait_until(ended, 30, "the abort to complete")
+            assert [consumer.committed(tp) for tp in source] == [2] * len(source)
+    gateway.channel.close()
+    assert read(cluster, "read_committed", [TopicPartition("offsets-b", 0)], 1) == [
+        "committed"]
