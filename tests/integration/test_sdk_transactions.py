@@ -271,10 +271,12 @@ def test_a_producer_whose_transaction_timed_out_is_fenced(cluster: SdkCluster) -
     with Producer(cluster.bootstrap, transactional_id=tid, transaction_timeout_ms=1000,
                   linger_ms=5) as producer:
         producer.init_transactions(30)
+        # Read before the transaction opens: on a loaded machine the 1 s timeout can
+        # pass (and the epoch be bumped) before the sends below are flushed.
+        epoch = gateway.describe(tid).producer_epoch
         producer.begin_transaction()
         send_all(producer, partitions, "late")
         producer.flush(30)
-        epoch = gateway.describe(tid).producer_epoch
         # The coordinator aborts it under a bumped epoch (timed-out transactions are
         # looked for every 200 ms in the test clusters).
         wait_until(lambda: (gateway.describe(tid).transaction_state == "CompleteAbort"
