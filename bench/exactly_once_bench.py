@@ -36,15 +36,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from eos.cluster import create_topic, err, service_warnings, start_cluster
+from bench_support import err, machine, remove_run_dir, service_warnings
+from eos.cluster import create_topic, start_cluster
 from eos.consume import consume_section
 from eos.endtxn import endtxn_section
 from eos.produce import ProduceSpec, produce_section, transactions_available
@@ -80,8 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--min-insync-replicas", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=6,
                         help="partitions of the produce and consume topics")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds of the produce and consume comparisons")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="interleaved rounds of the produce and consume comparisons (a "
+                             "multiple of 6 puts each variant first equally often)")
     parser.add_argument("--records", type=int, default=30_000, help="records per produce run")
     parser.add_argument("--batch-size", type=int, default=262_144,
                         help="the producers' batch_size (strand bench produce's default)")
@@ -91,7 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="comma-separated partition counts of the EndTxn transactions")
     parser.add_argument("--endtxn-iterations", type=int, default=100,
                         help="commits timed per partition count")
-    parser.add_argument("--consume-transactions", type=int, default=50,
+    parser.add_argument("--consume-transactions", type=int, default=100,
                         help="committed transactions written for the consume comparison")
     parser.add_argument("--consume-batch-records", type=int, default=200,
                         help="records per partition per transaction there")
@@ -170,20 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             if cluster is not None:
                 err.print("stopping the cluster")
                 cluster.stop()
-            if not args.keep:
-                if failed:  # keep the logs, drop the data
-                    for path in directory.iterdir():
-                        if path.name != "logs":
-                            shutil.rmtree(path, ignore_errors=True)
-                    err.print(f"[yellow]logs kept in {directory / 'logs'}")
-                else:
-                    shutil.rmtree(directory, ignore_errors=True)
+            remove_run_dir(directory, args.keep, failed)
     document = {
         "benchmark": "exactly_once_bench",
-        "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(),
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "machine": machine(load_before),
         "settings": {"storage_nodes": args.storage_nodes,
                      "replication_factor": args.replication_factor,
                      "min_insync_replicas": args.min_insync_replicas,

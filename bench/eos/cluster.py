@@ -1,19 +1,15 @@
 """The benchmark's cluster: etcd, a controller, storage nodes, a gateway and a
-transaction coordinator as real processes (strand.launcher), its topics (acks=all
-needs ``min.insync.replicas`` of the replication factor), and the warnings the
-services logged meanwhile."""
+transaction coordinator as real processes (strand.launcher), and its topics
+(acks=all needs ``min.insync.replicas`` of the replication factor)."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
-from rich.console import Console
+from bench_support import err
 
 from strand import Admin, NewTopic
 from strand.launcher import Boot, Cluster, ClusterSpec, wait_until
-
-err = Console(stderr=True)  # progress; the JSON document goes to stdout and --output
 
 
 def start_cluster(directory: Path, storage_nodes: int, lease_ttl: int) -> Cluster:
@@ -42,17 +38,3 @@ def create_topic(cluster: Cluster, topic: str, partitions: int, replication_fact
 
         wait_until(in_sync, 120, f"every partition of {topic} to have its full ISR",
                    interval=0.2)
-
-
-def service_warnings(cluster: Cluster) -> dict[str, int]:
-    """Warning/error lines each service logged so far (lease losses, leader moves:
-    signs that the machine was too busy for the numbers to mean much)."""
-    counts: dict[str, int] = {}
-    for log in sorted(cluster.spec.log_dir.glob("*.log")):
-        if log.stem == cluster.etcd.id:
-            continue  # etcd's own format
-        with contextlib.suppress(OSError):
-            counts[log.stem] = sum(1 for line in log.read_text(errors="replace").splitlines()
-                                   if '"level": "warning"' in line
-                                   or '"level": "error"' in line)
-    return counts

@@ -15,9 +15,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from bench_support import err
+
 from strand import Producer
 
-from .cluster import err
 from .raw import RawTxnProducer
 from .stats import latency_ms, rotated
 

@@ -13,9 +13,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from bench_support import err
+
 from strand import Producer
 
-from .cluster import err
 from .stats import latency_ms, ratio, rotated, spread
 
 PLAIN, IDEMPOTENT, TRANSACTIONAL = "plain", "idempotent", "transactional"
