@@ -52,6 +52,7 @@ def endtxn_section(bootstrap: str, topic: str, sizes: Sequence[int], iterations:
     rpc: dict[int, list[float]] = {k: [] for k in sizes}
     complete: dict[int, list[float]] = {k: [] for k in sizes}
     commit: dict[int, list[float]] = {k: [] for k in sizes}
+    plain: list[float] = []
     try:
         if sdk:
             for k in sizes:
@@ -63,6 +64,7 @@ def endtxn_section(bootstrap: str, topic: str, sizes: Sequence[int], iterations:
             if sdk:
                 _sdk_commit(sdk_producers[k], topic, k, value)
         for i in range(iterations):
+            plain.append(raw[sizes[0]].plain_produce(topic, 0, value))
             for k in rotated(list(sizes), i):
                 took, done = _raw_commit(raw[k], topic, k, value)
                 rpc[k].append(took)
@@ -80,12 +82,15 @@ def endtxn_section(bootstrap: str, topic: str, sizes: Sequence[int], iterations:
         "parameters": {"partitions": list(sizes), "iterations": iterations,
                        "records_per_partition": 1, "record_size": record_size,
                        "topic": topic, "acks": "all",
+                       "plain_produce_rpc": "one acks=all Produce RPC of one record, "
+                                            "no transaction (for scale)",
                        "end_txn_rpc": "the EndTxn(commit) RPC alone (answered once "
                                       "PrepareCommit is written)",
                        "commit_complete": "from EndTxn sent to CompleteCommit seen "
                                           "(DescribeTransactions polled every 1 ms)",
                        "commit_transaction": "the SDK's commit_transaction() after a flush()"
                                              if sdk else None},
+        "plain_produce_rpc": latency_ms(plain),
         "end_txn_rpc": {str(k): latency_ms(rpc[k]) for k in sizes},
         "commit_complete": {str(k): latency_ms(complete[k]) for k in sizes},
     }

@@ -116,6 +116,21 @@ class RawTxnProducer:
             if pending:
                 time.sleep(0.02)
 
+    def plain_produce(self, topic: str, partition: int, value: bytes) -> float:
+        """A one-record acks=all Produce outside any transaction (no producer id):
+        the time of one replicated write, the yardstick of EndTxn's; in seconds."""
+        builder = BatchBuilder()
+        builder.append(value)
+        request = common_pb2.ProduceRequest(acks=-1, timeout_ms=10_000, topics=[
+            common_pb2.TopicProduceData(topic=topic, partitions=[
+                common_pb2.PartitionProduceData(partition=partition, records=builder.build())])])
+        start = time.perf_counter()
+        response = self.stub.Produce(request, timeout=CALL_TIMEOUT_S)
+        took = time.perf_counter() - start
+        answer = response.topics[0].partitions[0]
+        _check(answer.error_code, answer.error_message, f"Produce to {topic}-{partition}")
+        return took
+
     def end(self, commit: bool) -> float:
         """EndTxn; returns how long the RPC took, in seconds (it answers once the
         Prepare* record is written; the markers follow in the background)."""
