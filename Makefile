@@ -23,7 +23,7 @@ help:
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
-	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=eos-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
 $(STAMP): pyproject.toml
@@ -114,7 +114,7 @@ bench-groups: setup system-deps
 # (RF 3, min.insync.replicas=2, acks=all, 1 KiB records, a transaction coordinator):
 # idempotent and transactional (commit every 100 ms) vs plain produce, EndTxn latency
 # over 1, 10, 100 partitions, read_committed vs read_uncommitted consume.
-EOS_JSON ?= eos-bench.json
+EOS_JSON ?= bench/results/eos-bench.json
 bench-eos: setup system-deps
 	@$(PY) bench/exactly_once_bench.py --output $(EOS_JSON) \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))

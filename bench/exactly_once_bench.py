@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     text = json.dumps(document, indent=2)
     if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text + "\n")
         err.print(json.dumps(document["summary"], indent=1))
         err.print(f"JSON written to {args.output}")
