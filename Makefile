@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli
+.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
+	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
 $(STAMP): pyproject.toml
@@ -108,6 +109,15 @@ bench-groups: setup system-deps
 	@$(PY) bench/group_bench.py --json \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS)) \
 		$(if $(SIZES),--record-sizes $(SIZES)) $(if $(SETUPS),--setups $(SETUPS))
+
+# The cost of exactly once (bench/exactly_once_bench.py --help), one run on one cluster
+# (RF 3, min.insync.replicas=2, acks=all, 1 KiB records, a transaction coordinator):
+# idempotent and transactional (commit every 100 ms) vs plain produce, EndTxn latency
+# over 1, 10, 100 partitions, read_committed vs read_uncommitted consume.
+EOS_JSON ?= bench/results/eos-bench.json
+bench-eos: setup system-deps
+	@$(PY) bench/exactly_once_bench.py --output $(EOS_JSON) \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
 
 # End-to-end throughput of two revisions in one run (bench/compare_revisions.py --help):
 # strand bench produce (acks=1, acks=all) and consume on a 12-partition RF 3 topic.

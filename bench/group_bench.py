@@ -50,15 +50,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groups.cluster import BenchCluster, default_assignors, default_delay_ms, err
+from bench_support import err, machine, remove_run_dir, service_warnings
+from groups.cluster import BenchCluster, default_assignors, default_delay_ms
 from groups.join import JOIN_TOPIC, POLL_MS, join_series
 from groups.throughput import DATA_TOPIC, throughput
 
@@ -103,15 +102,7 @@ class _Run:
             if self.cluster is not None:
                 err.print("stopping the cluster")
                 self.cluster.stop()
-            if self.keep:
-                return
-            if failed:  # keep the logs, drop the data
-                for path in self.directory.iterdir():
-                    if path.name != "logs" and not path.name.endswith(".log"):
-                        shutil.rmtree(path, ignore_errors=True)
-                err.print(f"[yellow]logs kept in {self.directory}")
-            else:
-                shutil.rmtree(self.directory, ignore_errors=True)
+            remove_run_dir(self.directory, self.keep, failed)
 
 
 def main() -> int:
@@ -185,15 +176,13 @@ def main() -> int:
             outcome.ok &= all(r["missing"] == 0 and all(m["error"] is None for m in r["members"])
                               for r in (result["group"], result["single_consumer"]))
         failed = not outcome.ok
-        outcome.result["service_warnings"] = cluster.warnings()  # before the shutdown's own
+        outcome.result["service_warnings"] = service_warnings(cluster.cluster)  # before the
+        # shutdown's own
     finally:
         run.cleanup(failed)
     document = {
         "benchmark": "group_bench",
-        "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(),
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "machine": machine(load_before),
         "settings": {
             "storage_nodes": args.storage_nodes, "coordinators": args.coordinators,
             "shards": args.shards, "lease_ttl_s": args.lease_ttl,

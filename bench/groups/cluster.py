@@ -5,18 +5,17 @@ reports or starts from, and the progress console."""
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from pathlib import Path
 
-from rich.console import Console
+from bench_support import err
 
 from services.groups.__main__ import parse_args as groups_parse_args
 from strand import Admin, Consumer, StrandError
 from strand.coordination.shards import shard_for
 from strand.launcher import Boot, Cluster, ClusterSpec, wait_until
 
-err = Console(stderr=True)  # progress; the JSON document goes to stdout
+
 def default_delay_ms() -> int:
     """The groups service's own default for --initial-rebalance-delay-ms."""
     return int(groups_parse_args(["--bootstrap", "unused:1"]).initial_rebalance_delay_ms)
@@ -89,19 +88,6 @@ class BenchCluster:
             process.stop()
         self.cluster.coordinators = []
         self.delay_ms = None
-
-    def warnings(self) -> dict[str, int]:
-        """Warning/error lines each service logged so far (lease losses, leader moves:
-        signs that the machine was too busy for the numbers to mean much)."""
-        counts: dict[str, int] = {}
-        for log in sorted(self.cluster.spec.log_dir.glob("*.log")):
-            if log.stem == self.cluster.etcd.id:
-                continue  # etcd's own format
-            with contextlib.suppress(OSError):
-                counts[log.stem] = sum(1 for line in log.read_text(errors="replace").splitlines()
-                                       if '"level": "warning"' in line
-                                       or '"level": "error"' in line)
-        return counts
 
     def stop(self) -> None:
         self.cluster.stop()

@@ -16,9 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench_support import err
+
 from strand import Admin, Consumer, StrandError, TopicPartition
 
-from .cluster import BenchCluster, default_assignors, err
+from .cluster import BenchCluster, default_assignors
 
 JOIN_TOPIC = "join-bench"
 POLL_MS = 50  # the join rounds' poll timeout: how soon a member reports a new state

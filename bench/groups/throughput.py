@@ -17,10 +17,12 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bench_support import err
+
 from strand import Consumer, Producer, TopicPartition
 from strand.launcher import die_with_parent
 
-from .cluster import BenchCluster, err
+from .cluster import BenchCluster
 
 DATA_TOPIC = "throughput-bench"
 PROGRESS_S = 0.25  # how often throughput workers report their progress

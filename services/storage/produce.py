@@ -34,7 +34,7 @@ from services.storage.errors import (
     fail_partition,
     wire_code,
 )
-from services.storage.replica import Replica
+from services.storage.replica import Replica, VerificationGuard
 from services.storage.replica_manager import ReplicaManager
 from services.storage.txn_verification import (
     TxnWriter,
@@ -143,9 +143,9 @@ class Appender:
 
 
     async def _verify(self, replica: Replica, request: PartitionAppend
-                      ) -> tuple[TxnWriter | None, object | None]:
+                      ) -> tuple[TxnWriter | None, VerificationGuard | None]:
         """KIP-890: the request's transactional producer (None: nothing to verify),
-        and the token of the coordinator's confirmation when its transaction is not
+        and the guard of the coordinator's confirmation when its transaction is not
         open here yet."""
         if self.verifier is None or request.origin is not AppendOrigin.CLIENT:
             return None, None
@@ -157,22 +157,26 @@ class Appender:
         if replica.log.open_transaction(writer.producer_id, writer.producer_epoch):
             return writer, None
         # Registered before asking, as Kafka's VerificationGuard: a marker appended
-        # while the question is out invalidates the answer.
-        token = object()
-        guard = (writer.producer_epoch, token)
-        replica.verified_txns[writer.producer_id] = guard
+        # while the question is out invalidates the answer. Shared by the producer's
+        # requests verified at once, so that a later one does not void an earlier one.
+        guard = replica.verified_txns.get(writer.producer_id)
+        if guard is None or guard.epoch != writer.producer_epoch:
+            guard = VerificationGuard(writer.producer_epoch)
+            replica.verified_txns[writer.producer_id] = guard
+        guard.holders += 1
         try:
             await self.verifier.verify(request.transactional_id, writer.producer_id,
                                        writer.producer_epoch, request.topic, request.partition)
         except BaseException:
-            if replica.verified_txns.get(writer.producer_id) == guard:
+            guard.holders -= 1
+            if not guard.holders and replica.verified_txns.get(writer.producer_id) is guard:
                 del replica.verified_txns[writer.producer_id]
             raise
-        return writer, token
+        return writer, guard
 
 
 def _check_verified(replica: Replica, request: PartitionAppend, writer: TxnWriter | None,
-                    token: object | None) -> None:
+                    token: VerificationGuard | None) -> None:
     """Under the append lock: a marker append ends verifications of its producer; a
     transactional write needs its transaction open here or a still valid confirmation
     (no marker came between the coordinator's answer and now)."""
@@ -184,8 +188,7 @@ def _check_verified(replica: Replica, request: PartitionAppend, writer: TxnWrite
                                                       writer.producer_epoch):
         return
     # Not open (any more): only a confirmation no marker has ended since will do.
-    if token is None or replica.verified_txns.get(writer.producer_id) != (
-            writer.producer_epoch, token):
+    if token is None or replica.verified_txns.get(writer.producer_id) is not token:
         raise InvalidTxnStateError(
             f"{request.topic}-{request.partition}: the transaction of producer "
             f"{writer.producer_id} (epoch {writer.producer_epoch}) ended while this write "

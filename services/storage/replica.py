@@ -19,6 +19,19 @@ from strand.errors import NotLeaderOrFollowerError, StorageError
 from strand.log.log import PartitionLog
 
 
+class VerificationGuard:
+    """One producer's pending KIP-890 verification on a replica (Kafka's
+    VerificationGuard). The requests of its epoch that are verified at once share it
+    (a producer pipelines several batches to a partition): one request's question
+    must not void another's answer. ``holders`` counts those not yet refused."""
+
+    __slots__ = ("epoch", "holders")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.holders = 0
+
+
 class Replica:
     def __init__(self, topic_id: str, record: PartitionRecord, log: PartitionLog) -> None:
         self.topic_id = topic_id
@@ -53,10 +66,10 @@ class Replica:
         # batch) until services.storage.repair has repaired it, None otherwise: it
         # then follows nobody, so it cannot rejoin the ISR with what it holds.
         self.out_of_service: str | None = None
-        # KIP-890: producer id -> (epoch, token) of a transaction the coordinator said
-        # includes this partition, until a batch opens it here or a marker ends it
+        # KIP-890: producer id -> the guard of its transaction's verification with the
+        # coordinator, until a batch opens the transaction here or a marker ends it
         # (services.storage.txn_verification).
-        self.verified_txns: dict[int, tuple[int, object]] = {}
+        self.verified_txns: dict[int, VerificationGuard] = {}
         # (high watermark, log start offset) last written to the offsets checkpoint.
         self.checkpointed: tuple[int, int] = (-1, -1)
         self._waiters: set[asyncio.Future[None]] = set()

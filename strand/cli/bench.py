@@ -1,7 +1,8 @@
 """``strand bench produce|consume``: perf tools in the spirit of Kafka's
 producer-perf-test and consumer-perf-test. ``--json`` prints one object with
 records, bytes, seconds, records_per_s, mb_per_s (MB = 10^6 bytes) and, for
-produce, the send-to-acknowledgement latency percentiles in milliseconds."""
+produce, the send-to-acknowledgement latency percentiles in milliseconds (with
+``--transactional-id``: also the transactions and their commit latency)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from strand.client.structs import TopicPartition
 
 if TYPE_CHECKING:  # the clients (and gRPC) are imported by the commands that use them
     from rich.progress import Progress
+
+    from strand.producer import Producer
 
 
 def _progress() -> Progress:
@@ -59,27 +62,50 @@ def bench() -> None:
 @click.option("--enable-idempotence/--disable-idempotence", "idempotence", default=None,
               help="the idempotent producer (needs a transaction coordinator); unset: the "
                    "SDK's default")
+@click.option("--transactional-id", default=None,
+              help="produce in transactions of this transactional id (needs acks=all and a "
+                   "transaction coordinator)")
+@click.option("--transaction-records", type=click.IntRange(1), default=None,
+              help="with --transactional-id: commit every N records (default: one "
+                   "transaction for the whole run)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @friendly_errors
 def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int, acks: str,
                   batch_size: int, linger_ms: int, compression: str, idempotence: bool | None,
+                  transactional_id: str | None, transaction_records: int | None,
                   as_json: bool) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes to TOPIC as fast as possible."""
     from strand.producer import Producer
 
+    if transaction_records is not None and transactional_id is None:
+        raise click.UsageError("--transaction-records needs --transactional-id")
+    if transactional_id is not None and parse_acks(acks) != "all":
+        raise click.UsageError(f"--transactional-id needs --acks all, not {acks}")
+    if transactional_id is not None and idempotence is False:
+        raise click.UsageError("--transactional-id needs the idempotent producer: drop "
+                               "--disable-idempotence")
+    per_transaction = transaction_records or records
     payload = os.urandom(record_size)
     latencies: list[float] = []
     failures: list[BaseException] = []
+    commits: list[float] = []
     with Producer(bootstrap(ctx), acks=parse_acks(acks), batch_size=batch_size,
                   linger_ms=linger_ms, enable_idempotence=idempotence,
+                  transactional_id=transactional_id,
                   compression_type=None if compression == "none" else compression) as producer:
         idempotent = producer.idempotent
         producer.partitions_for(topic)  # metadata first: not part of the measurement
+        if transactional_id is not None:
+            producer.init_transactions()  # fences an older instance: not measured either
         with _progress() as progress:
             task = progress.add_task(f"producing to {topic}", total=records)
             start = time.perf_counter()
-            for _ in range(records):
+            for i in range(records):
+                if transactional_id is not None and i % per_transaction == 0:
+                    if i:
+                        commits.append(_commit(producer))
+                    producer.begin_transaction()
                 sent = time.perf_counter()
 
                 def done(metadata: object, error: BaseException | None,
@@ -92,21 +118,38 @@ def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int
                 producer.send(topic, value=payload, on_delivery=done)
                 if len(latencies) % 4096 == 0:
                     progress.update(task, completed=len(latencies))
-            producer.flush()
+            if transactional_id is not None:
+                commits.append(_commit(producer))  # flushes, then EndTxn
+            else:
+                producer.flush()
             seconds = time.perf_counter() - start
     if failures:
         raise click.ClickException(f"{len(failures)} records failed: {failures[0]}")
     latencies.sort()
     total_bytes = records * record_size
-    _report({"records": records, "bytes": total_bytes, "seconds": round(seconds, 3),
-             "records_per_s": round(records / seconds, 1),
-             "mb_per_s": round(total_bytes / seconds / 1e6, 2),
-             "latency_ms": {"p50": _percentile(latencies, 0.50),
-                            "p99": _percentile(latencies, 0.99),
-                            "p999": _percentile(latencies, 0.999)},
-             "acks": acks, "record_size": record_size, "batch_size": batch_size,
-             "linger_ms": linger_ms, "compression": compression, "idempotent": idempotent},
-            as_json)
+    result: dict[str, object] = {
+        "records": records, "bytes": total_bytes, "seconds": round(seconds, 3),
+        "records_per_s": round(records / seconds, 1),
+        "mb_per_s": round(total_bytes / seconds / 1e6, 2),
+        "latency_ms": {"p50": _percentile(latencies, 0.50),
+                       "p99": _percentile(latencies, 0.99),
+                       "p999": _percentile(latencies, 0.999)},
+        "acks": acks, "record_size": record_size, "batch_size": batch_size,
+        "linger_ms": linger_ms, "compression": compression, "idempotent": idempotent}
+    if transactional_id is not None:
+        commits.sort()
+        result.update({"transactional_id": transactional_id,
+                       "transaction_records": per_transaction, "transactions": len(commits),
+                       "commit_latency_ms": {"p50": _percentile(commits, 0.50),
+                                             "p99": _percentile(commits, 0.99)}})
+    _report(result, as_json)
+
+
+def _commit(producer: Producer) -> float:
+    """commit_transaction() (a flush, then EndTxn); its time in milliseconds."""
+    began = time.perf_counter()
+    producer.commit_transaction()
+    return (time.perf_counter() - began) * 1000
 
 
 @bench.command(name="consume")

@@ -6,6 +6,7 @@ aborted transaction). A real partition log and replica, no processes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -111,6 +112,94 @@ def test_a_marker_between_verification_and_append_refuses_the_late_write(
         assert "ended while this write was being verified" in late.error_message
         assert leading.log.log_end_offset == 3  # batch, marker, marker: no late batch
         assert not leading.log.open_transaction(PID, EPOCH)
+
+    run(tmp_path, coordinator, body)
+
+
+class Slow(Coordinator):
+    """Confirms each verification only when the test releases it."""
+
+    def __init__(self, in_txn: bool = True) -> None:
+        super().__init__(in_txn)
+        self.asked: list[asyncio.Event] = []
+        self.release: list[asyncio.Event] = []
+        self.refuse: set[int] = set()  # which calls (by index) the coordinator refuses
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     topic: str, partition: int) -> None:
+        index = len(self.calls)
+        self.calls.append((transactional_id, producer_id, producer_epoch, topic, partition))
+        release = asyncio.Event()
+        self.release.append(release)
+        self.asked[index].set()
+        await release.wait()
+        if index in self.refuse:
+            raise CoordinatorNotAvailableError("the transaction coordinator did not answer")
+
+
+async def pipelined(appender: Appender, coordinator: Slow, answers: list[int]
+                    ) -> list[AppendResult]:
+    """Two batches of one producer's new transaction in flight at once (a producer
+    pipelines up to 5 requests per partition), both waiting for the coordinator;
+    it answers in the order ``answers`` gives."""
+    coordinator.asked = [asyncio.Event(), asyncio.Event()]
+    first = asyncio.ensure_future(produce(appender, txn_batch(0)))
+    await coordinator.asked[0].wait()
+    second = asyncio.ensure_future(produce(appender, txn_batch(1)))
+    await coordinator.asked[1].wait()
+    for index in answers:
+        coordinator.release[index].set()
+        await asyncio.sleep(0)
+    return [await first, await second]
+
+
+def test_two_pipelined_batches_of_a_new_transaction_are_both_taken(tmp_path: Path) -> None:
+    """One verification guard per producer, shared (Kafka's VerificationGuard): the
+    second request must not invalidate the first one's confirmation."""
+    coordinator = Slow()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        results = await pipelined(appender, coordinator, [0, 1])
+        assert [r.error_code for r in results] == [0, 0], results
+        assert leading.log.log_end_offset == 2
+        assert leading.log.open_transaction(PID, EPOCH)
+        assert leading.replica.verified_txns == {}
+
+    run(tmp_path, coordinator, body)
+
+
+def test_a_failed_verification_leaves_a_pipelined_one_valid(tmp_path: Path) -> None:
+    coordinator = Slow()
+    coordinator.refuse = {0}
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        first, second = await pipelined(appender, coordinator, [0, 1])
+        assert first.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert second.error_code == 0, second.error_message
+        assert leading.log.log_end_offset == 1
+        assert leading.replica.verified_txns == {}
+
+    run(tmp_path, coordinator, body)
+
+
+def test_a_marker_ends_every_pending_verification(tmp_path: Path) -> None:
+    coordinator = Slow()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        coordinator.asked = [asyncio.Event(), asyncio.Event()]
+        first = asyncio.ensure_future(produce(appender, txn_batch(0)))
+        await coordinator.asked[0].wait()
+        second = asyncio.ensure_future(produce(appender, txn_batch(1)))
+        await coordinator.asked[1].wait()
+        (marker,) = await appender.append(1, [PartitionAppend(
+            TOPIC, 0, abort_marker(), AppendOrigin.COORDINATOR)])
+        assert marker.error_code == 0
+        for release in coordinator.release:
+            release.set()
+        for late in (await first, await second):
+            assert late.error_code == ErrorCode.INVALID_TXN_STATE, late.error_message
+        assert leading.log.log_end_offset == 1  # the marker alone
+        assert leading.replica.verified_txns == {}
 
     run(tmp_path, coordinator, body)
 

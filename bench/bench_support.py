@@ -1,0 +1,53 @@
+"""What the benchmarks that start a cluster share: the warnings its services
+logged, the machine's facts, and the run folder's removal (the logs kept when the
+run failed). Imported as a top-level module (``bench/`` is the scripts' folder)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from strand.launcher import Cluster
+
+err = Console(stderr=True)  # progress; the JSON document goes to stdout (or a file)
+
+
+def service_warnings(cluster: Cluster) -> dict[str, int]:
+    """Warning/error lines each service logged so far (lease losses, leader moves:
+    signs that the machine was too busy for the numbers to mean much)."""
+    counts: dict[str, int] = {}
+    for log in sorted(cluster.spec.log_dir.glob("*.log")):
+        if log.stem == cluster.etcd.id:
+            continue  # etcd's own format
+        with contextlib.suppress(OSError):
+            counts[log.stem] = sum(1 for line in log.read_text(errors="replace").splitlines()
+                                   if '"level": "warning"' in line
+                                   or '"level": "error"' in line)
+    return counts
+
+
+def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """The machine's facts, with its load averages before the run and now."""
+    return {"cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def remove_run_dir(directory: Path, keep: bool, failed: bool) -> None:
+    """Remove the cluster's folder, unless ``keep``; after a failure keep its logs."""
+    if keep:
+        return
+    if failed:  # keep the logs, drop the data
+        for path in directory.iterdir():
+            if path.name != "logs" and not path.name.endswith(".log"):
+                shutil.rmtree(path, ignore_errors=True)
+        err.print(f"[yellow]logs kept in {directory}")
+    else:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,204 @@
+"""The cost of exactly once (issue 12, acceptance 4), measured in one run against
+one real local cluster.
+
+It starts a cluster of its own (real processes, by strand.launcher): etcd, a
+controller, ``--storage-nodes`` storage nodes, a gateway and a transaction
+coordinator, in a temporary folder removed afterwards (the logs are kept when
+something fails). Topics have replication factor ``--replication-factor`` and
+``min.insync.replicas`` ``--min-insync-replicas``; records are ``--record-size``
+bytes, every write is acks=all. Then, in sections (``--sections``):
+
+1. ``produce``: a plain (non-idempotent), an idempotent and, when the SDK has the
+   transactional API, a transactional producer committing every
+   ``--commit-interval-ms``, each sending ``--records`` records per run; ``--rounds``
+   rounds run every variant back to back in an order rotated each round; the
+   ratios of the medians (targets: idempotent >= 0.9x plain, transactional >=
+   0.85x plain), each round's ratio and the spread (bench/eos/produce.py).
+2. ``endtxn``: EndTxn latency p50/p99 for transactions over ``--endtxn-partitions``
+   partitions: the raw EndTxn RPC, the time until CompleteCommit, and the SDK's
+   ``commit_transaction()`` (bench/eos/endtxn.py).
+3. ``consume``: read_committed vs read_uncommitted consume throughput over the same
+   topic of committed transactions, in alternating rounds (target >= 0.9x;
+   bench/eos/consume.py).
+
+One JSON document, with each section's parameters, goes to ``--output`` (and to
+stdout with ``--json``; progress goes to stderr)::
+
+    python bench/exactly_once_bench.py --output eos.json
+    python bench/exactly_once_bench.py --records 2000 --rounds 1 --endtxn-iterations 3 \
+        --endtxn-partitions 1,4 --consume-transactions 4 --json   # a quick check
+
+Ctrl-C (or SIGTERM/SIGHUP) stops every process the benchmark started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_support import err, machine, remove_run_dir, service_warnings
+from eos.cluster import create_topic, start_cluster
+from eos.consume import consume_section
+from eos.endtxn import endtxn_section
+from eos.produce import ProduceSpec, produce_section, transactions_available
+
+from strand.launcher import Cluster, deferred_signals, interrupt_on_signals
+
+SECTIONS = ("produce", "endtxn", "consume")
+PRODUCE_TOPIC, ENDTXN_TOPIC, CONSUME_TOPIC = "eos-produce", "eos-endtxn", "eos-consume"
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(item) for item in text.split(",") if item.strip()]
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"partition counts must be >= 1: {text!r}")
+    return sizes
+
+
+def _sections(text: str) -> list[str]:
+    chosen = [item.strip() for item in text.split(",") if item.strip()]
+    unknown = set(chosen) - set(SECTIONS)
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"sections are {', '.join(SECTIONS)}: {text!r}")
+    return chosen
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sections", type=_sections, default=list(SECTIONS),
+                        help=f"comma-separated, of {','.join(SECTIONS)} (default: all)")
+    parser.add_argument("--record-size", type=int, default=1024)
+    parser.add_argument("--storage-nodes", type=int, default=3)
+    parser.add_argument("--replication-factor", type=int, default=3)
+    parser.add_argument("--min-insync-replicas", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=6,
+                        help="partitions of the produce and consume topics")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="interleaved rounds of the produce and consume comparisons (a "
+                             "multiple of 6 puts each variant first equally often)")
+    parser.add_argument("--records", type=int, default=30_000, help="records per produce run")
+    parser.add_argument("--batch-size", type=int, default=262_144,
+                        help="the producers' batch_size (strand bench produce's default)")
+    parser.add_argument("--linger-ms", type=float, default=5)
+    parser.add_argument("--commit-interval-ms", type=float, default=100)
+    parser.add_argument("--endtxn-partitions", type=_sizes, default=[1, 10, 100],
+                        help="comma-separated partition counts of the EndTxn transactions")
+    parser.add_argument("--endtxn-iterations", type=int, default=100,
+                        help="commits timed per partition count")
+    parser.add_argument("--consume-transactions", type=int, default=100,
+                        help="committed transactions written for the consume comparison")
+    parser.add_argument("--consume-batch-records", type=int, default=200,
+                        help="records per partition per transaction there")
+    parser.add_argument("--lease-ttl", type=int, default=5,
+                        help="the services' etcd lease TTL, s (their default: 5)")
+    parser.add_argument("--output", type=Path, help="write the JSON document to this file")
+    parser.add_argument("--dir", type=Path, help="where the cluster lives (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's folder")
+    parser.add_argument("--json", action="store_true", help="the JSON document on stdout too")
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
+    bootstrap = cluster.bootstrap
+    sdk = transactions_available()
+    if not sdk:
+        err.print("[yellow]this SDK has no transactional producer API: the transactional "
+                  "produce run and commit_transaction() are skipped")
+    result: dict[str, Any] = {}
+    topic = (args.replication_factor, args.min_insync_replicas)
+    if "produce" in args.sections:
+        create_topic(cluster, PRODUCE_TOPIC, args.partitions, *topic)
+        spec = ProduceSpec(bootstrap, PRODUCE_TOPIC, args.records, args.record_size,
+                           args.batch_size, args.linger_ms, args.commit_interval_ms)
+        result["produce"] = produce_section(spec, args.rounds, sdk)
+    if "endtxn" in args.sections:
+        create_topic(cluster, ENDTXN_TOPIC, max(args.endtxn_partitions), *topic)
+        result["end_txn_latency"] = endtxn_section(
+            bootstrap, ENDTXN_TOPIC, args.endtxn_partitions, args.endtxn_iterations,
+            args.record_size, sdk)
+    if "consume" in args.sections:
+        create_topic(cluster, CONSUME_TOPIC, args.partitions, *topic)
+        result["consume"] = consume_section(
+            bootstrap, CONSUME_TOPIC, args.partitions, args.consume_transactions,
+            args.consume_batch_records, args.record_size, args.rounds)
+    return result
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The numbers acceptance 4 asks for, side by side."""
+    out: dict[str, Any] = {}
+    produce = result.get("produce", {})
+    for key in ("idempotent_vs_plain", "transactional_vs_plain"):
+        if key in produce:
+            out[key] = produce[key]["ratio"]
+            out[f"{key}_met"] = produce[key]["met"]
+    if "consume" in result:
+        ratio = result["consume"]["read_committed_vs_read_uncommitted"]
+        out["read_committed_vs_read_uncommitted"] = ratio["ratio"]
+        out["read_committed_vs_read_uncommitted_met"] = ratio["met"]
+    latency = result.get("end_txn_latency", {})
+    for kind in ("end_txn_rpc", "commit_complete", "commit_transaction"):
+        for size, row in latency.get(kind, {}).items():
+            out[f"{kind}_ms[{size} partitions]"] = {"p50": row["p50_ms"], "p99": row["p99_ms"]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    interrupt_on_signals()
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="strand-eosbench-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    began = time.monotonic()
+    cluster: Cluster | None = None
+    failed = True
+    result: dict[str, Any] = {}
+    warnings: dict[str, int] = {}
+    try:
+        cluster = start_cluster(directory, args.storage_nodes, args.lease_ttl)
+        result = run(args, cluster)
+        warnings = service_warnings(cluster)  # before the shutdown's own
+        failed = False
+    finally:
+        with deferred_signals():
+            if cluster is not None:
+                err.print("stopping the cluster")
+                cluster.stop()
+            remove_run_dir(directory, args.keep, failed)
+    document = {
+        "benchmark": "exactly_once_bench",
+        "machine": machine(load_before),
+        "settings": {"storage_nodes": args.storage_nodes,
+                     "replication_factor": args.replication_factor,
+                     "min_insync_replicas": args.min_insync_replicas,
+                     "record_size": args.record_size, "acks": "all",
+                     "transaction_coordinators": 1, "lease_ttl_s": args.lease_ttl,
+                     "sections": args.sections},
+        "seconds": round(time.monotonic() - began, 1),
+        "summary": summary(result),
+        **result,
+        "service_warnings": warnings,
+    }
+    text = json.dumps(document, indent=2)
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text + "\n")
+        err.print(json.dumps(document["summary"], indent=1))
+        err.print(f"JSON written to {args.output}")
+    if args.json or args.output is None:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as interrupt:
+        err.print(f"interrupted ({interrupt}): every process started was stopped")
+        sys.exit(130)
