@@ -265,8 +265,7 @@ class ShardCoordinator:
                                        topics[tp[0]].topic_id)
                        for tp, v in offsets.items()}
             records = self.store.commit(group_id, stamped)  # raises typed errors
-            await self.log.append(records)
-            self.store.apply_written(records)
+            await self._append_applied(records)
         if not all(self._live(tp, v) for tp, v in stamped.items()):
             self.topics_changed()  # deleted while the commit was written: remove it again
         if not group.members:
@@ -359,8 +358,7 @@ class ShardCoordinator:
                                        topics[tp[0]].topic_id)
                        for tp, v in offsets.items()}
             records = self.store.stage_txn(group_id, producer_id, producer_epoch, stamped)
-            await self.log.append(records)
-            self.store.apply_written(records)
+            await self._append_applied(records)
         return ErrorCode.NONE
 
     async def complete_txn(self, producer_id: int, producer_epoch: int,
@@ -374,8 +372,7 @@ class ShardCoordinator:
             if not records:
                 return 0
             async with self._writing(r.key for r in records):
-                await self.log.append(records)
-                self.store.apply_written(records)
+                await self._append_applied(records)
         ended = sum(1 for r in records if r.value is None)
         log.info("transactional offsets completed", extra={
             "shard": self.shard, "producer_id": producer_id, "committed": commit,
@@ -403,8 +400,7 @@ class ShardCoordinator:
             return ErrorCode.GROUP_ID_NOT_FOUND
         records = self.store.delete_group(group_id)
         if records:
-            await self.log.append(records)
-            self.store.apply_written(records)
+            await self._append_applied(records)
         self.groups.pop(group_id, None)
         return ErrorCode.NONE
 
@@ -467,11 +463,10 @@ class ShardCoordinator:
         if not records:
             return
         try:
-            await self.log.append(records)
+            await self._append_applied(records)
         except Exception as exc:
             log.warning("could not expire offsets", extra={"error": str(exc)})
             return
-        self.store.apply_written(records)
         dead = [key.group for key in map(decode_key, (r.key for r in records))
                 if isinstance(key, GroupKey)]
         for group_id in dead:  # empty and without offsets: the group is gone (Dead)
@@ -494,13 +489,12 @@ class ShardCoordinator:
             if not records:
                 return
             try:
-                await self.log.append(records)
+                await self._append_applied(records)
             except Exception as exc:
                 log.warning("could not remove the offsets of deleted topics; retrying",
                             extra={"shard": self.shard, "error": str(exc)})
                 self._orphans_due = self.clock() + ORPHAN_RETRY_MS
                 return
-            self.store.apply_written(records)
         topics = sorted({key.topic for key in map(decode_key, (r.key for r in records))
                          if isinstance(key, OffsetKey)})
         log.info("removed the offsets of deleted topics", extra={
@@ -514,9 +508,18 @@ class ShardCoordinator:
                 m.rebalance_timeout_ms, m.metadata(group.protocol), m.assignment,
                 m.client_host)
                 for m in group.members.values()))
-        record = Record(encode_key(GroupKey(group.group_id)), encode_value(value))
-        await self.log.append([record])
-        self.store.apply(GroupKey(group.group_id), value)
+        await self._append_applied([Record(encode_key(GroupKey(group.group_id)),
+                                           encode_value(value))])
+
+    async def _append_applied(self, records: list[Record]) -> None:
+        """Write ``records`` to the shard, then apply them to memory. Shielded: a
+        caller that goes away (a client's deadline cancels its call) must not leave a
+        written record unapplied, or memory would no longer be what the log holds."""
+        async def write_then_apply() -> None:
+            await self.log.append(records)
+            self.store.apply_written(records)
+
+        await asyncio.shield(write_then_apply())
 
 
 def _producer_key(producer_id: int) -> bytes:

@@ -72,6 +72,9 @@ __all__ = ["DEFAULT_ABORT_INTERVAL_MS", "DEFAULT_EXPIRATION_INTERVAL_MS", "TxnSh
 DEFAULT_ABORT_INTERVAL_MS = 10_000
 DEFAULT_EXPIRATION_INTERVAL_MS = 3_600_000
 MARKER_RETRY_S = 0.5
+# How long AddPartitionsToTxn / AddOffsetsToTxn / InitProducerId wait for the id's
+# previous transaction to complete before answering CONCURRENT_TRANSACTIONS.
+COMPLETION_WAIT_S = 2.0
 
 
 def wall_ms() -> int:
@@ -108,6 +111,8 @@ class TxnShardCoordinator:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._started = False
+        # Transactional ids whose markers are being written: set once Complete*.
+        self._completions: dict[str, asyncio.Event] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -146,7 +151,13 @@ class TxnShardCoordinator:
     # -- writing transitions ------------------------------------------------------------------
 
     async def _write(self, metadata: TransactionMetadata, transit: TxnTransit) -> None:
-        """Write ``transit`` (pending on ``metadata``) with acks=all, then apply it."""
+        """Write ``transit`` (pending on ``metadata``) with acks=all, then apply it.
+        Shielded: a caller that goes away (a client's deadline cancels its call) must
+        not leave the transition pending for ever; it is applied or dropped."""
+        await asyncio.shield(self._write_and_apply(metadata, transit))
+
+    async def _write_and_apply(self, metadata: TransactionMetadata,
+                               transit: TxnTransit) -> None:
         try:
             if self._stopping.is_set():
                 raise NotCoordinatorError(
@@ -183,8 +194,28 @@ class TxnShardCoordinator:
 
     def _finish(self, metadata: TransactionMetadata) -> None:
         if self._started and not self._stopping.is_set():
-            self._spawn(self._complete(metadata),
+            done = self._completions.setdefault(metadata.transactional_id, asyncio.Event())
+            done.clear()
+            self._spawn(self._completing(metadata, done),
                         f"txn-complete-{metadata.transactional_id[:40]}")
+
+    async def _completing(self, metadata: TransactionMetadata, done: asyncio.Event) -> None:
+        try:
+            await self._complete(metadata)
+        finally:
+            done.set()
+            if self._completions.get(metadata.transactional_id) is done:
+                del self._completions[metadata.transactional_id]
+
+    async def _previous_completed(self, transactional_id: str) -> None:
+        """Wait a little for the id's previous transaction to complete. Kafka answers
+        CONCURRENT_TRANSACTIONS at once and the client polls; waiting here saves the
+        client its backoff and a round trip per poll (a producer committing often
+        would otherwise spend most of its time between transactions polling)."""
+        done = self._completions.get(transactional_id)
+        if done is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), COMPLETION_WAIT_S)
 
     async def _complete(self, metadata: TransactionMetadata) -> None:
         """Markers on every partition, then Complete*; retried until done or stopped."""
@@ -209,14 +240,43 @@ class TxnShardCoordinator:
                 log.error("cannot complete a transaction", extra={
                     "transactional_id": metadata.transactional_id, "error": str(exc)})
                 return
-            try:
-                await self._write(metadata, transit)
+            if await self._write_behind(metadata, transit):
                 return
-            except StrandError as exc:
-                log.warning("could not write the transaction's completion; retrying", extra={
-                    "transactional_id": metadata.transactional_id, "error": str(exc)})
-                if await wait_event(self._stopping, self.marker_retry_s):
-                    return
+            if await wait_event(self._stopping, self.marker_retry_s):
+                return
+
+    async def _write_behind(self, metadata: TransactionMetadata, transit: TxnTransit) -> bool:
+        """Apply a Complete* transit as soon as its record is queued in the shard log,
+        ahead of any later record of the id, instead of once it is written: the next
+        transaction need not wait for that write. The log stays consistent: every
+        later record of the id carries its whole state and supersedes the Prepare*
+        one, and while none does, a new owner that loads the Prepare* record writes
+        the markers again (a repeated marker changes nothing) and completes it.
+        False if the record was not queued (retry); a write failing after the
+        transition only leaves the log at Prepare*, as above."""
+        if self._stopping.is_set():
+            self.store.abort_pending(metadata)
+            return False
+        writing = asyncio.ensure_future(
+            self.log.append([record(metadata.transactional_id, transit)]))
+        await asyncio.sleep(0)  # the append queues the record before its first wait
+        if writing.done() and (writing.cancelled() or writing.exception() is not None):
+            self.store.abort_pending(metadata)
+            log.warning("could not write the transaction's completion; retrying", extra={
+                "transactional_id": metadata.transactional_id,
+                "error": "cancelled" if writing.cancelled() else str(writing.exception())})
+            return False
+        metadata.complete_transition(transit)
+        done = self._completions.get(metadata.transactional_id)
+        if done is not None:
+            done.set()  # the next transaction may begin: its records queue behind this one
+        try:
+            await writing
+        except Exception as exc:
+            log.warning("the transaction's completion record was not written; the log "
+                        "keeps its Prepare* record until the id's next one", extra={
+                            "transactional_id": metadata.transactional_id, "error": str(exc)})
+        return True
 
     # -- the API ------------------------------------------------------------------------------
 
@@ -224,6 +284,7 @@ class TxnShardCoordinator:
                                expected: ProducerIdAndEpoch | None) -> ProducerIdAndEpoch:
         validate_transactional_id(transactional_id)
         validate_timeout(timeout_ms, self.max_timeout_ms)
+        await self._previous_completed(transactional_id)
         metadata = self.store.get(transactional_id)
         if metadata is None:
             producer_id = await self.new_producer_id()
@@ -252,6 +313,7 @@ class TxnShardCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: Iterable[TopicPartition]) -> None:
+        await self._previous_completed(transactional_id)
         metadata = self.store.get(transactional_id)
         transit = add_partitions(metadata, transactional_id, producer_id, epoch, partitions,
                                  self.clock())

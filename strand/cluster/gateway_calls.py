@@ -9,7 +9,7 @@ from __future__ import annotations
 import grpc
 
 from strand.client.channel import open_aio_channel, transport_error
-from strand.errors import ErrorCode, StrandError, error_for
+from strand.errors import ErrorCode, StrandError, UnknownServerError, error_for
 from strand.v1 import common_pb2, gateway_pb2_grpc
 
 __all__ = ["GatewayProducer"]
@@ -37,6 +37,9 @@ class GatewayProducer:
                 timeout=timeout_ms / 1000 + 5)
         except grpc.aio.AioRpcError as exc:
             return transport_error(exc, self.address, f"Produce to {topic}-{partition}")
+        if not response.topics or not response.topics[0].partitions:
+            return UnknownServerError(f"the gateway at {self.address} answered a Produce to "
+                                      f"{topic}-{partition} without that partition")
         answer = response.topics[0].partitions[0]
         if answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             return None

@@ -118,24 +118,40 @@ class GatewayShardLog:
     async def _flush(self) -> None:
         while self._queue:
             taken: list[_Pending] = []
-            size = 0
+            count = size = 0
             while self._queue and (not taken or (
-                    len(taken) + len(self._queue[0].records) <= BATCH_RECORDS
+                    count + len(self._queue[0].records) <= BATCH_RECORDS
                     and size < BATCH_BYTES)):
                 pending = self._queue.pop(0)
                 taken.append(pending)
+                count += len(pending.records)
                 size += sum(len(r.key) + len(r.value or b"") for r in pending.records)
-            error = await self._write([r for p in taken for r in p.records])
-            for pending in taken:
-                if not pending.done.done():
-                    if error is None:
-                        pending.done.set_result(None)
-                    else:
-                        pending.done.set_exception(error)
+            error: BaseException | None
+            try:
+                error = await self._write([r for p in taken for r in p.records])
+            except BaseException as exc:
+                # Whatever went wrong (even a cancellation), the batch's outcome is
+                # unknown: no append may wait for ever, and memory must be reloaded.
+                self._lose(f"writing a batch failed unexpectedly: {exc!r}")
+                error = self._lost_error()
+                if not isinstance(exc, Exception):
+                    self._settle(taken, error)
+                    self._settle(self._queue, error)
+                    self._queue.clear()
+                    raise
+            self._settle(taken, error)
             if self._lost is not None:
-                for pending in self._queue:
-                    pending.done.set_exception(self._lost_error())
+                self._settle(self._queue, self._lost_error())
                 self._queue.clear()
+
+    @staticmethod
+    def _settle(pendings: Sequence[_Pending], error: BaseException | None) -> None:
+        for pending in pendings:
+            if not pending.done.done():
+                if error is None:
+                    pending.done.set_result(None)
+                else:
+                    pending.done.set_exception(error)
 
     async def _write(self, records: Sequence[Record],
                      writer: ShardWriterId | None = None) -> StrandError | None:

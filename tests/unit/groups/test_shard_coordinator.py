@@ -6,6 +6,7 @@ log, session expiry, and deletion."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
@@ -16,6 +17,7 @@ from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import TopicRecord
+from strand.coordination.shard_log import Record
 from strand.errors import (
     ErrorCode,
     NotEnoughReplicasError,
@@ -113,6 +115,35 @@ def test_a_failed_write_is_not_acknowledged_and_changes_nothing() -> None:
         assert coordinator.fetch("g", None) == {}
         assert await coordinator.commit("g", "", -1, None, {("t", 0): OffsetValue(5)}) \
             == ErrorCode.NONE
+        assert coordinator.fetch("g", [("t", 0)])[("t", 0)].offset == 5
+
+    run(scenario())
+
+
+def test_a_commit_whose_caller_went_away_is_still_applied() -> None:
+    """A client's deadline cancels its commit while the write is on its way: the
+    write lands, so memory must show it too (or it would differ from the log until
+    the shard is loaded again)."""
+    async def scenario() -> None:
+        log = MemoryLog()
+        release = asyncio.Event()
+        written = log.append
+
+        async def slow_append(records: Sequence[Record]) -> None:
+            await release.wait()
+            await written(records)
+
+        log.append = slow_append  # type: ignore[method-assign]
+        coordinator = ShardCoordinator(0, log, topics(**TOPICS))
+        call = asyncio.ensure_future(
+            coordinator.commit("g", "", -1, None, {("t", 0): OffsetValue(5)}))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        release.set()
+        await asyncio.sleep(0.05)
+        assert len(log.records) == 1
         assert coordinator.fetch("g", [("t", 0)])[("t", 0)].offset == 5
 
     run(scenario())

@@ -6,7 +6,7 @@ in Prepare*, timeouts fencing the producer, and expired ids removed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 import pytest
 
@@ -15,6 +15,7 @@ from services.transactions.txn_metadata import TopicPartition
 from services.transactions.txn_records import decode_value
 from services.transactions.txn_requests import ProducerIdAndEpoch
 from services.transactions.txn_state import TxnState
+from strand.coordination.shard_log import Record
 from strand.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
@@ -229,6 +230,47 @@ def test_unused_ids_expire_with_a_tombstone() -> None:
         reloaded = coordinator(log, Markers(), clock)
         await reloaded.load()
         assert reloaded.store.get(TID) is None
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+class SlowLog(MemoryLog):
+    """Appends wait until ``release`` is set (a slow, replicated write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def append(self, records: Sequence[Record]) -> None:
+        await self.release.wait()
+        await super().append(records)
+
+
+def test_a_caller_that_goes_away_does_not_leave_its_change_pending() -> None:
+    """A client's deadline cancels its call while the shard write is on its way: the
+    write still lands and the change is applied (not left pending, which would
+    answer every later call for the id "being written" for ever)."""
+    async def scenario() -> None:
+        log, clock = SlowLog(), Clock()
+        log.release.set()
+        c = coordinator(log, Markers(), clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        log.release.clear()
+        call = asyncio.ensure_future(c.add_partitions(TID, 100, 0, PARTS))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        log.release.set()
+        await settle(c, TxnState.ONGOING)
+        metadata = c.store.get(TID)
+        assert metadata is not None and metadata.partitions == set(PARTS)
+        assert states(log) == [TxnState.EMPTY, TxnState.ONGOING]
+        await c.end_txn(TID, 100, 0, commit=True)  # the id is not stuck
+        await settle(c, TxnState.COMPLETE_COMMIT)
         await c.stop()
 
     asyncio.run(scenario())
