@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from strand import Admin, NewTopic
 
@@ -141,3 +143,15 @@ class ExactlyOnceWorkloads:
         self.say("reading the transactional topics back (read_committed)")
         self.history.txn_final_complete = read_back_committed(
             self.cluster.bootstrap, self.tps, self.history.txn_reads, timeout, self.say)
+
+
+def save_txn_history(history: History, path: Path) -> None:
+    """Every transaction (intent, outcome, records with their offsets, times from the
+    start of the run) and the transactional clients' errors: to study a kept run."""
+    def shifted(t: float) -> float:
+        return round(t - history.t_start, 3) if t >= 0 else t
+
+    path.write_text(json.dumps({
+        "transactions": [asdict(t) | {"t_begin": shifted(t.t_begin), "t_end": shifted(t.t_end)}
+                         for t in history.txns],
+        "errors": history.txn_errors}, indent=1))

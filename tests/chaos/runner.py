@@ -36,7 +36,7 @@ from strand import Admin, Consumer, NewTopic, TopicPartition
 from tests.support.waiting import wait_until
 
 from .checker import Report, check, compare_replicas
-from .exactly_once import ExactlyOnceSettings, ExactlyOnceWorkloads
+from .exactly_once import ExactlyOnceSettings, ExactlyOnceWorkloads, save_txn_history
 from .faults import KINDS, Faults, schedule
 from .group_workload import GroupSettings, GroupWorkload
 from .harness import ChaosCluster
@@ -120,6 +120,7 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         _save_group_history(history, workdir / "group-history.json")
+        save_txn_history(history, workdir / "txn-history.json")
     return RunResult(config, history, report, workdir, name, leftovers, errors)
 
 

@@ -32,11 +32,13 @@ import pytest
 
 from strand.launcher import command_line
 
+from .exactly_once import ExactlyOnceSettings
 from .faults import KINDS
 from .group_workload import GroupSettings
 from .history import CLOSED, CRASHED
 from .runner import ChaosConfig, RunResult, run
 from .summary import print_summary
+from .txn_workload import TxnSettings
 
 STRICT = os.environ.get("STRAND_CHAOS_STRICT", "1") != "0"
 
@@ -62,7 +64,9 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
                          offsets_share=1.0,
                          group=GroupSettings(members=3, churn=4, crash_share=0.4,
                                              session_timeout_ms=4000,
-                                             heartbeat_interval_ms=400))
+                                             heartbeat_interval_ms=400),
+                         # One transaction in ten fenced: a few in the short run.
+                         exactly_once=ExactlyOnceSettings(txn=TxnSettings(fence_share=0.1)))
     lines: list[str] = []
     result = run(config, log=lines.append)
     print("\n".join(lines))  # shown by pytest when a test fails
