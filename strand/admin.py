@@ -42,11 +42,14 @@ from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import open_channel, transport_error
 from strand.client.metadata import BrokerInfo
 from strand.client.structs import TopicPartition
+from strand.client.transactions import ProducerState, TransactionDescription, TransactionListing
 from strand.consumer.protocol import ProtocolError, decode_assignment
-from strand.errors import ErrorCode, error_for
+from strand.errors import ErrorCode, InvalidRequestError, error_for
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
+from strand.v1 import storage_pb2 as pb_storage
+from strand.v1 import transactions_pb2 as pb_txn
 
 __all__ = [
     "Admin",
@@ -58,7 +61,10 @@ __all__ = [
     "NewTopic",
     "PartitionDescription",
     "PartitionReassignment",
+    "ProducerState",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
 ]
 
 log = logging.getLogger(__name__)
@@ -168,6 +174,22 @@ def _raise_failures(results: Iterable[Any], what: str) -> None:
         others = ", ".join(f"{r.name!r} ({_code_name(r.error_code)}: {r.error_message})"
                            for r in failed[1:])
         message += f" [also failed: {others}]"
+    raise error_for(first.error_code, message)
+
+
+def _raise_partition_failures(results: Iterable[tuple[str, Any]], what: str) -> None:
+    """Raise the first failed partition's typed error, naming the others that failed;
+    ``results`` are (topic, a partition's answer) pairs."""
+    failed = [(t, r) for t, r in results if r.error_code != ErrorCode.NONE]
+    if not failed:
+        return
+    (topic, first), *others = failed
+    message = (f"{what} {topic}-{first.partition}: "
+               f"{first.error_message or _code_name(first.error_code)}")
+    if others:
+        message += " [also failed: " + ", ".join(
+            f"{t}-{r.partition} ({_code_name(r.error_code)}: {r.error_message})"
+            for t, r in others) + "]"
     raise error_for(first.error_code, message)
 
 
@@ -450,6 +472,94 @@ class Admin:
     def delete_group(self, group_id: str) -> None:
         self._group_call(self._stub.DeleteGroup, pb_groups.DeleteGroupRequest(group_id=group_id),
                          f"DeleteGroup {group_id!r}")
+
+    # ------------------------------------------------------------- transactions
+
+    def list_transactions(self, states: Iterable[str] | None = None,
+                          producer_ids: Iterable[int] | None = None,
+                          duration_ms: int | None = None,
+                          timeout_ms: int | None = None) -> list[TransactionListing]:
+        """Every transactional id the transaction coordinators know, by id; only those
+        in ``states`` (Kafka's names: Ongoing, PrepareCommit, ...), of ``producer_ids``,
+        or open for at least ``duration_ms`` (KIP-994) when given. Shards that are
+        loading or moving are waited for as in :meth:`list_groups`."""
+        if duration_ms is not None and duration_ms < 0:
+            raise ValueError(f"duration_ms must not be negative, got {duration_ms}")
+        request = pb_txn.ListTransactionsRequest(
+            state_filters=list(states or ()), producer_id_filters=list(producer_ids or ()),
+            duration_filter_ms=duration_ms, timeout_ms=timeout_ms or 0)
+        response = self._group_call(self._stub.ListTransactions, request, "ListTransactions",
+                                    None if timeout_ms is None
+                                    else max(self.request_timeout_ms, timeout_ms + 10_000))
+        if response.unknown_state_filters:
+            raise InvalidRequestError(
+                f"ListTransactions: unknown transaction state(s) "
+                f"{', '.join(response.unknown_state_filters)}; the states are Empty, Ongoing, "
+                "PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead and "
+                "PrepareEpochFence")
+        return sorted((TransactionListing(t.transactional_id, t.producer_id,
+                                          t.transaction_state)
+                       for t in response.transactions), key=lambda t: t.transactional_id)
+
+    def describe_transactions(self, transactional_ids: Sequence[str]
+                              ) -> list[TransactionDescription]:
+        """The transaction of each id, in the order given; an unknown id raises
+        TransactionalIdNotFoundError."""
+        out = []
+        for tid in transactional_ids:
+            r = self._group_call(self._stub.DescribeTransactions,
+                                 pb_txn.DescribeTransactionsRequest(transactional_id=tid),
+                                 f"DescribeTransactions {tid!r}")
+            out.append(TransactionDescription(
+                tid, r.transaction_state, r.transaction_timeout_ms,
+                r.transaction_start_time_ms if r.transaction_start_time_ms >= 0 else None,
+                r.producer_id, r.producer_epoch,
+                tuple(TopicPartition(t.topic, p) for t in r.topics for p in t.partitions)))
+        return out
+
+    def describe_producers(self, partitions: Iterable[tuple[str, int]]
+                           ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers each partition's leader knows (KIP-664), by producer id. A
+        partition that failed (unknown, no leader, ...) raises its typed error, naming
+        the others that failed too."""
+        asked = [TopicPartition(_check_name(t), int(p)) for t, p in partitions]
+        topics: dict[str, list[int]] = {}
+        for tp in asked:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        response = self._call(self._stub.DescribeProducers, pb_storage.DescribeProducersRequest(
+            topics=[pb_storage.WritableTxnMarkerTopic(topic=t, partitions=p)
+                    for t, p in topics.items()]), "DescribeProducers")
+        _raise_partition_failures([(r.topic, r) for r in response.partitions],
+                                  "cannot describe the producers of")
+        return {TopicPartition(r.topic, r.partition): [ProducerState(
+            p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp,
+            p.coordinator_epoch if p.coordinator_epoch >= 0 else None,
+            p.current_txn_start_offset if p.current_txn_start_offset >= 0 else None)
+            for p in r.producers] for r in response.partitions}
+
+    def abort_transaction(self, topic: str, partition: int, producer_id: int,
+                          producer_epoch: int, coordinator_epoch: int) -> None:
+        """End a hanging transaction on one partition with an ABORT marker (KIP-664's
+        ``AbortTransactionSpec``): its records are never shown to read_committed
+        readers and the last stable offset moves on. The producer's epoch and the
+        coordinator epoch come from :meth:`describe_producers` (a coordinator epoch
+        it does not know: 0); the leader refuses an older one
+        (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED)."""
+        for name, value, top in (("partition", partition, 1 << 31),
+                                 ("producer_id", producer_id, 1 << 63),
+                                 ("producer_epoch", producer_epoch, 1 << 15),
+                                 ("coordinator_epoch", coordinator_epoch, 1 << 31)):
+            if type(value) is not int or not 0 <= value < top:
+                raise ValueError(f"{name} must be an int in [0, {top}), got {value!r}")
+        response = self._call(self._stub.WriteTxnMarkers, pb_storage.WriteTxnMarkersRequest(
+            timeout_ms=int(self.request_timeout_ms), markers=[pb_storage.WritableTxnMarker(
+                producer_id=producer_id, producer_epoch=producer_epoch, committed=False,
+                coordinator_epoch=coordinator_epoch, topics=[pb_storage.WritableTxnMarkerTopic(
+                    topic=_check_name(topic), partitions=[partition])])]),
+            "WriteTxnMarkers", self.request_timeout_ms + 5000)
+        _raise_partition_failures(
+            [(t.topic, p) for m in response.markers for t in m.topics for p in t.partitions],
+            f"cannot abort the transaction of producer {producer_id} on")
 
     # ----------------------------------------------------------------- cluster
 

@@ -19,6 +19,7 @@ import grpc
 
 from services.gateway.coordinators import ShardRouter, peer_host
 from services.gateway.scatter import NodeUnavailable, ScatterGather
+from services.gateway.txn_admin import describe_producers, write_txn_markers
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -26,7 +27,7 @@ from strand.errors import ErrorCode
 from strand.log.config import TOPIC_CONFIG
 from strand.service.grpc_server import GRPC_OPTIONS, new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
-from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2_grpc
+from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2, storage_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
 from strand.v1 import transactions_pb2 as pb_txn
 
@@ -177,6 +178,11 @@ def _reassignments_refused(request: pb.AlterPartitionReassignmentsRequest, code:
                            error_message=why) for p in request.partitions])
 
 
+def _entries(request: Any) -> int:
+    """The partition entries a request names."""
+    return sum(len(topic.partitions) for topic in request.topics)
+
+
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     def __init__(self, cache: MetadataCache, channels: Channels,
                  max_partition_entries: int = MAX_PARTITION_ENTRIES) -> None:
@@ -263,11 +269,29 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             request, wait_s)
         return response
 
+    # -- KIP-664: producers of partitions and aborting a hanging transaction (per leader) ---
+
+    async def DescribeProducers(self, request: storage_pb2.DescribeProducersRequest,
+                                context: grpc.aio.ServicerContext
+                                ) -> storage_pb2.DescribeProducersResponse:
+        await self._bounded("DescribeProducers", _entries(request), context)
+        return await describe_producers(self.cache, lambda address, sub: self._to_storage(
+            "DescribeProducers", address, sub, 30), request)
+
+    async def WriteTxnMarkers(self, request: storage_pb2.WriteTxnMarkersRequest,
+                              context: grpc.aio.ServicerContext
+                              ) -> storage_pb2.WriteTxnMarkersResponse:
+        await self._bounded("WriteTxnMarkers", sum(
+            _entries(marker) for marker in request.markers), context)
+        timeout_s = (request.timeout_ms or 30_000) / 1000 + 5
+        return await write_txn_markers(self.cache, lambda address, sub: self._to_storage(
+            "WriteTxnMarkers", address, sub, timeout_s), request)
+
     # -- produce, fetch, list offsets (split per leader node) -----------------------------------
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
-        await self._bounded("Produce", request, context)
+        await self._bounded("Produce", _entries(request), context)
         if request.acks not in VALID_ACKS:
             return self.produce.fail_all(
                 request, ErrorCode.INVALID_REQUIRED_ACKS,
@@ -276,21 +300,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def Fetch(self, request: pb.FetchRequest,
                     context: grpc.aio.ServicerContext) -> pb.FetchResponse:
-        await self._bounded("Fetch", request, context)
+        await self._bounded("Fetch", _entries(request), context)
         return await self.fetch.call(self.cache, request)
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
-        await self._bounded("ListOffsets", request, context)
+        await self._bounded("ListOffsets", _entries(request), context)
         return await self.list_offsets.call(self.cache, request)
 
-    async def _bounded(self, method: str, request: Any,
+    async def _bounded(self, method: str, entries: int,
                        context: grpc.aio.ServicerContext) -> None:
         """Refuse, whole and at once, a request naming more partitions than allowed.
         As gRPC's INVALID_ARGUMENT status: an error answer per entry would itself cost
         seconds and megabytes (1.8 s and 21 MB for 100,000 entries), as gRPC refuses
         an oversized message."""
-        entries = sum(len(topic.partitions) for topic in request.topics)
         if entries > self.max_partition_entries:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, (
                 f"{ErrorCode.INVALID_REQUEST.name}: this {method} request names {entries} "

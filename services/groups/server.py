@@ -28,14 +28,14 @@ from services.groups.topics import CacheTopics
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
+from strand.cluster.gateway_calls import GatewayProducer
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
 from strand.coordination.ownership import ShardOwnership, ShardSpace
 from strand.coordination.serving import ServedShards
-from strand.coordination.shard_log import GatewayShardLog
+from strand.coordination.shard_log import owned_shard_log
 from strand.coordination.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode, StrandError
-from strand.producer import Producer
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2, groups_pb2_grpc
 from strand.v1 import groups_pb2 as pb
@@ -293,7 +293,8 @@ class GroupsProcess:
         self.servicer = GroupsServicer(self.cache)
         self.topics = CacheTopics(self.cache)
         self._stopping = asyncio.Event()
-        self._producer: Producer | None = None
+        self._gateway: GatewayProducer | None = None
+        self.ownership: ShardOwnership | None = None
 
     def stop(self) -> None:
         self._stopping.set()
@@ -306,10 +307,9 @@ class GroupsProcess:
         server, health_servicer = new_server()
         groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(self.servicer, server)
         await serve(server, settings.listen)
-        self._producer = Producer(settings.bootstrap, acks="all", linger_ms=0,
-                                  request_timeout_ms=10_000, delivery_timeout_ms=30_000,
-                                  client_id=f"coordinator-{settings.instance_id}")
-        ownership = ShardOwnership(
+        self._gateway = GatewayProducer(settings.bootstrap,
+                                        f"coordinator-{settings.instance_id}")
+        self.ownership = ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
             ShardSpace.groups(self.keys, self.cache),
@@ -329,7 +329,7 @@ class GroupsProcess:
             with contextlib.suppress(asyncio.CancelledError):
                 await watching
             await server.stop(grace=2)
-            self._producer.close(timeout=5)
+            await self._gateway.close()
             await watcher.stop()
             await etcd.close()
 
@@ -351,9 +351,10 @@ class GroupsProcess:
             known = now
 
     async def _acquire(self, shard: int) -> None:
-        assert self._producer is not None
+        assert self._gateway is not None and self.ownership is not None
         coordinator = ShardCoordinator(
-            shard, GatewayShardLog(self._producer, self.settings.bootstrap, GROUP_TOPIC, shard),
+            shard, owned_shard_log(self._gateway, self.settings.bootstrap, GROUP_TOPIC,
+                                   "groups", shard, self.ownership),
             self.topics,
             initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms,
             retention_ms=self.settings.offsets_retention_ms,

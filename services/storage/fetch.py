@@ -170,9 +170,12 @@ def _what(params: FetchParams) -> str:
 
 def _readable_bytes(params: FetchParams) -> Callable[[Replica], int]:
     """The running count of bytes this fetch could read in a replica: every appended
-    byte for a follower, only those below the high watermark for a consumer."""
+    byte for a follower, only those below the high watermark for a consumer (below
+    the last stable offset for a read_committed one)."""
     if params.is_from_follower:
         return lambda replica: replica.appended_bytes
+    if params.isolation is FetchIsolation.TXN_COMMITTED:
+        return lambda replica: replica.stable_bytes
     return lambda replica: replica.visible_bytes
 
 

@@ -32,9 +32,15 @@ class Replica:
         # waiting consumer and follower fetches (no read needed to know there is some).
         self.visible_bytes = 0
         self.appended_bytes = 0
+        # The same below the last stable offset (read_committed consumers): an open
+        # transaction holds it back while the high watermark moves on, and such
+        # consumers must not wake for bytes they cannot read yet.
+        self.stable_bytes = 0
         # (log end offset after an append, appended_bytes then), for appends not yet
-        # below the high watermark: how many bytes a high watermark move makes visible.
+        # below the high watermark (the last stable offset): how many bytes a move of
+        # it makes readable.
         self._append_marks: deque[tuple[int, int]] = deque()
+        self._stable_marks: deque[tuple[int, int]] = deque()
         # While this node leads the partition: its followers' state (None otherwise).
         self.leader_state: LeaderState | None = None
         # acks=all appends waiting for the high watermark: (required offset, future).
@@ -108,7 +114,19 @@ class Replica:
         """New data at the end of the log: followers may fetch it (not yet consumers)."""
         self.appended_bytes += size_bytes
         self._append_marks.append((log_end_offset, self.appended_bytes))
+        self._stable_marks.append((log_end_offset, self.appended_bytes))
+        self._advance_stable()  # a marker may end a transaction already below the HW
         self.wake()
+
+    def _advance_stable(self) -> bool:
+        marks = self._stable_marks
+        stable = self.stable_bytes
+        last_stable_offset = self.log.last_stable_offset
+        while marks and marks[0][0] <= last_stable_offset:
+            stable = marks.popleft()[1]
+        moved = stable != self.stable_bytes
+        self.stable_bytes = stable
+        return moved
 
     def high_watermark_moved(self, high_watermark: int) -> None:
         """Data below ``high_watermark`` is committed: consumers may read it, and acks=all
@@ -117,7 +135,8 @@ class Replica:
         visible = self.visible_bytes
         while marks and marks[0][0] <= high_watermark:
             visible = marks.popleft()[1]
-        if visible != self.visible_bytes:
+        moved = self._advance_stable()
+        if visible != self.visible_bytes or moved:
             self.visible_bytes = visible
             self.wake()
         waiters = self._hw_waiters

@@ -29,6 +29,7 @@ from services.storage.maintenance import LogMaintenance
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
 from services.storage.peers import CoordinatorTxnVerifier, PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
+from services.storage.producers import ProducerLookup
 from services.storage.registration import BrokerRegistrar
 from services.storage.repair import DEFAULT_PROBE_BYTES, DEFAULT_PROBE_INTERVAL_S, ReplicaRepairs
 from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, ReplicaFetchers
@@ -86,10 +87,12 @@ def split_host_port(address: str) -> tuple[str, int]:
 class StorageServicer(storage_pb2_grpc.StorageServicer):
     """Translates protobuf requests into domain calls and domain results back."""
 
-    def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup) -> None:
+    def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup,
+                 producers: ProducerLookup) -> None:
         self.appender = appender
         self.fetcher = fetcher
         self.offsets = offsets
+        self.producers = producers
         self.markers = MarkerWriter(appender)
 
     async def Produce(self, request: pb.ProduceRequest,
@@ -139,6 +142,24 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
                     result = next(remaining)
                     parts.add(partition=result.partition, error_code=result.error_code,
                               error_message=result.error_message)
+        return response
+
+    async def DescribeProducers(self, request: storage_pb2.DescribeProducersRequest,
+                                context: grpc.aio.ServicerContext
+                                ) -> storage_pb2.DescribeProducersResponse:
+        answers = await self.producers.describe(
+            [(t.topic, p) for t in request.topics for p in t.partitions])
+        response = storage_pb2.DescribeProducersResponse()
+        for answer in answers:
+            response.partitions.add(
+                topic=answer.topic, partition=answer.partition, error_code=answer.error_code,
+                error_message=answer.error_message, producers=[
+                    storage_pb2.ActiveProducer(
+                        producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                        last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
+                        coordinator_epoch=p.coordinator_epoch,
+                        current_txn_start_offset=p.current_txn_start_offset)
+                    for p in answer.producers])
         return response
 
     async def ReplicaFetch(self, request: storage_pb2.ReplicaFetchRequest,
@@ -241,7 +262,7 @@ class StorageProcess:
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
             Appender(manager, disk, _txn_verifier(settings, peers)),
             Fetcher(manager, disk, isr, repairs),
-            OffsetLookup(manager, disk)), server)
+            OffsetLookup(manager, disk), ProducerLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None

@@ -34,13 +34,14 @@ from services.transactions.txn_store import DEFAULT_ID_EXPIRATION_MS
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import allocate_producer_ids, ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
+from strand.cluster.gateway_calls import GatewayProducer
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord, ProducerIdsBlock
 from strand.cluster.storage_calls import StorageMarkerWriter
 from strand.coordination.ownership import ShardOwnership, ShardSpace
 from strand.coordination.producer_ids import ProducerIdManager
 from strand.coordination.serving import ServedShards, answered
-from strand.coordination.shard_log import GatewayShardLog
+from strand.coordination.shard_log import owned_shard_log
 from strand.coordination.shards import GROUP_TOPIC, TRANSACTION_TOPIC
 from strand.errors import (
     CoordinatorNotAvailableError,
@@ -48,7 +49,6 @@ from strand.errors import (
     InvalidTransactionTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from strand.producer import Producer
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2, transactions_pb2_grpc
 from strand.v1 import transactions_pb2 as pb
@@ -241,7 +241,7 @@ class TransactionsProcess:
         self.servicer = TransactionsServicer(self.cache, self.producer_ids,
                                              settings.max_timeout_ms)
         self._stopping = asyncio.Event()
-        self._producer: Producer | None = None
+        self._gateway: GatewayProducer | None = None
 
     def stop(self) -> None:
         self._stopping.set()
@@ -262,9 +262,8 @@ class TransactionsProcess:
         server, health_servicer = new_server()
         transactions_pb2_grpc.add_TransactionsServicer_to_server(self.servicer, server)
         await serve(server, settings.listen)
-        self._producer = Producer(settings.bootstrap, acks="all", linger_ms=0,
-                                  request_timeout_ms=10_000, delivery_timeout_ms=30_000,
-                                  client_id=f"txn-coordinator-{settings.instance_id}")
+        self._gateway = GatewayProducer(settings.bootstrap,
+                                        f"txn-coordinator-{settings.instance_id}")
         self.ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
@@ -281,7 +280,7 @@ class TransactionsProcess:
             await owning
             await self.producer_ids.close()
             await server.stop(grace=2)
-            self._producer.close(timeout=5)
+            await self._gateway.close()
             await watcher.stop()
             await etcd.close()
 
@@ -296,10 +295,11 @@ class TransactionsProcess:
         return record.partitions if record is not None else None
 
     async def _acquire(self, shard: int) -> None:
-        assert self._producer is not None and self.ownership is not None
+        assert self._gateway is not None and self.ownership is not None
         settings = self.settings
         coordinator = TxnShardCoordinator(
-            shard, GatewayShardLog(self._producer, settings.bootstrap, TRANSACTION_TOPIC, shard),
+            shard, owned_shard_log(self._gateway, settings.bootstrap, TRANSACTION_TOPIC,
+                                   "transactions", shard, self.ownership),
             self.markers, self.producer_ids.generate, self._offsets_shards,
             coordinator_epoch=self.ownership.shard_epoch(shard),
             max_timeout_ms=settings.max_timeout_ms,

@@ -22,6 +22,7 @@ from strand.errors import NetworkError, StrandError, UnknownTopicOrPartitionErro
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -194,3 +195,16 @@ def parse_configs(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="--config")
         configs[key.strip()] = value.strip()
     return configs
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` whole: never cut a column (a member id) to fit a width. Piped
+    output is as wide as the table needs; on a terminal long cells wrap."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        unbounded = console.options.update_width(1 << 20)
+        needed = console.measure(table, options=unbounded).maximum
+        console = Console(width=max(console.width, needed))
+    console.print(table)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors
+from strand.cli.common import bootstrap, err, friendly_errors, print_table
 from strand.cli.offset_reset import (
     PartitionReset,
     ResetError,
@@ -20,8 +20,6 @@ from strand.client.structs import TopicPartition
 from strand.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
-    from rich.table import Table
-
     from strand.admin import Admin
     from strand.consumer import Consumer
 
@@ -77,19 +75,6 @@ def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
     return rows, description
 
 
-def _print_table(table: Table) -> None:
-    """Print ``table`` whole: never cut a column (a member id) to fit a width. Piped
-    output is as wide as the table needs; on a terminal long cells wrap."""
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:
-        unbounded = console.options.update_width(1 << 20)
-        needed = console.measure(table, options=unbounded).maximum
-        console = Console(width=max(console.width, needed))
-    console.print(table)
-
-
 @group.command()
 @click.argument("group_id")
 @click.option("--json", "as_json", is_flag=True)
@@ -127,7 +112,7 @@ def describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
                       "-" if row["high_watermark"] is None else str(row["high_watermark"]),
                       "-" if row["lag"] is None else str(row["lag"]), row["member"] or "-",
                       row["host"] or "-", row["client"] or "-")
-    _print_table(table)
+    print_table(table)
 
 
 _SPECS = ("--to-earliest", "--to-latest", "--to-offset", "--to-datetime", "--shift-by")
@@ -263,7 +248,7 @@ def _print_plan(group_id: str, resets: list[PartitionReset], as_json: bool) -> N
     for r in resets:
         table.add_row(group_id, r.tp.topic, str(r.tp.partition),
                       "-" if r.current is None else str(r.current), str(r.new))
-    _print_table(table)
+    print_table(table)
 
 
 @group.command()

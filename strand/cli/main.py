@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("strand.cli.produce:produce",
                 "Send each line of standard input as a record of TOPIC."),
     "topic": ("strand.cli.topic:topic", "Create, list, describe, alter and delete topics."),
+    "transactions": ("strand.cli.transactions:transactions",
+                     "List, describe and abort transactions; find hanging ones (KIP-664)."),
 }
 
 

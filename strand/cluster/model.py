@@ -185,6 +185,9 @@ class CoordinatorRecord:
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # as Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 MAX_PRODUCER_ID = 2**63 - 1  # producer ids are int64 >= 0 on the wire and in batches
+# The top 2^40 ids are never granted: the coordinators' own shard writers use them
+# (strand.coordination.shard_fence), so no client can ever hold one.
+FIRST_RESERVED_PRODUCER_ID = MAX_PRODUCER_ID - 2**40 + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,13 +238,13 @@ def next_producer_ids_block(record: ProducerIdBlockRecord | None,
                             size: int = PRODUCER_ID_BLOCK_SIZE) -> ProducerIdsBlock:
     """The block to grant after ``record`` (None: nothing granted yet, start at 0).
 
-    As Kafka, the last block must leave the next first id representable as an int64
-    (next <= 2^63 - 1), so the pointer stored after it is still a valid int64; then
+    As Kafka, blocks end before the ids nobody may be granted (here the reserved top
+    of the int64 range, ``FIRST_RESERVED_PRODUCER_ID``); past them
     UnknownServerError, as Kafka's "exhausted all producerIds" (nothing a caller can
     retry: the cluster has granted every id).
     """
     first = 0 if record is None else record.next_producer_id
-    if first < 0 or first > MAX_PRODUCER_ID - size:
+    if first < 0 or first > FIRST_RESERVED_PRODUCER_ID - size:
         raise UnknownServerError(
             f"producer ids exhausted: no block of {size} is left after {first}, every int64 "
             "producer id has been granted; new producers cannot get an id in this cluster")

@@ -95,9 +95,19 @@ class ShardOwnership:
         # storage node's broker epoch, KIP-380), e.g. AllocateProducerIds.
         self.epoch = 0
         self._stopping = asyncio.Event()
+        # Shards whose writer was lost (strand.coordination.shard_log): released and
+        # taken again, under a new epoch, by the next pass.
+        self._given_up: set[int] = set()
+        self._poke = asyncio.Event()
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def give_up(self, shard: int) -> None:
+        """Let ``shard`` go and take it again (a new epoch, a reload): its state in
+        memory may no longer match its log."""
+        self._given_up.add(shard)
+        self._poke.set()
 
     def shard_epoch(self, shard: int) -> int:
         """Which take-over of ``shard`` this instance's is (1, 2, ...; 0: not held)."""
@@ -135,8 +145,15 @@ class ShardOwnership:
             except Exception:
                 log.exception("shard ownership update failed")
                 await wait_event(self._stopping, RETRY_S)
-            if self.cache.revision == revision:
-                await self.cache.wait_changed(RETRY_S * 5)
+            if self.cache.revision == revision and not self._poke.is_set():
+                waits = [asyncio.ensure_future(self._poke.wait()),
+                         asyncio.ensure_future(self.cache.wait_changed(RETRY_S * 5))]
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiting in waits:
+                        waiting.cancel()
+            self._poke.clear()
         if lease.lost.is_set():
             log.warning("coordinator lease lost: dropping every shard",
                         extra={"shards": sorted(self.owned)})
@@ -148,7 +165,8 @@ class ShardOwnership:
         if count is None or me not in instances:
             return  # no internal topic yet, or our registration is not visible yet
         wanted = set(shards_of(me, sorted(instances), count))
-        for shard in sorted(self.owned - wanted):
+        given_up, self._given_up = self._given_up & self.owned, set()
+        for shard in sorted((self.owned - wanted) | given_up):
             await self.release(shard)
             self.owned.discard(shard)
             await self.etcd.kv.txn(

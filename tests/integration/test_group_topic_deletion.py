@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from services.groups.records import OffsetKey, decode_key
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
 from strand.cli.main import cli
+from strand.coordination.shard_fence import FENCE_KEY
 from strand.coordination.shards import GROUP_TOPIC, shard_for
 from strand.v1 import common_pb2, gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb
@@ -65,6 +66,8 @@ def committed_in_log(cluster: SdkCluster) -> dict[tuple[str, int], bytes | None]
         while reader.position(tp) < end:
             for records in reader.poll(timeout_ms=500).values():
                 for record in records:
+                    if record.key == FENCE_KEY:  # an owner's fence, not the group's
+                        continue
                     key = decode_key(record.key or b"")
                     if isinstance(key, OffsetKey) and key.group == GROUP:
                         latest[(key.topic, key.partition)] = record.value

@@ -58,6 +58,8 @@ def test_help_imports_no_client_nor_grpc(args: tuple[str, ...]) -> None:
     ("consume", "--help"),
     ("group", "describe", "--help"),
     ("bench", "produce", "--help"),
+    ("transactions", "find-hanging", "--help"),
+    ("transactions", "abort", "--help"),
 ])
 def test_a_client_commands_help_imports_no_client_nor_grpc(args: tuple[str, ...]) -> None:
     # rich only: strand.cli.common's console for errors

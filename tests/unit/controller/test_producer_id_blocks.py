@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from services.controller.producer_ids import MAX_COORDINATOR_ID_LENGTH, check_caller
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import (
+    FIRST_RESERVED_PRODUCER_ID,
     MAX_PRODUCER_ID,
     PRODUCER_ID_BLOCK_SIZE,
     ProducerIdBlockRecord,
@@ -31,7 +32,7 @@ def test_a_block_continues_from_the_stored_record() -> None:
     assert (block.first, block.last, block.next_first) == (4000, 4999, 5000)
 
 
-@given(start=st.integers(0, MAX_PRODUCER_ID - 50 * 1000), sizes=st.lists(
+@given(start=st.integers(0, FIRST_RESERVED_PRODUCER_ID - 50 * 1000), sizes=st.lists(
     st.integers(1, 1000), min_size=1, max_size=50))
 def test_successive_blocks_are_contiguous_and_disjoint(start: int, sizes: list[int]) -> None:
     record = ProducerIdBlockRecord(start)
@@ -44,11 +45,14 @@ def test_successive_blocks_are_contiguous_and_disjoint(start: int, sizes: list[i
         record = ProducerIdBlockRecord(block.next_first)
 
 
-def test_the_last_block_leaves_an_int64_pointer_then_ids_are_exhausted() -> None:
-    last = next_producer_ids_block(ProducerIdBlockRecord(MAX_PRODUCER_ID - 1000))
+def test_blocks_end_before_the_reserved_ids_then_ids_are_exhausted() -> None:
+    """The top of the int64 range belongs to the coordinators' shard writers
+    (strand.coordination.shard_fence): no block reaches into it."""
+    last = next_producer_ids_block(ProducerIdBlockRecord(FIRST_RESERVED_PRODUCER_ID - 1000))
     assert (last.first, last.last, last.next_first) == (
-        MAX_PRODUCER_ID - 1000, MAX_PRODUCER_ID - 1, MAX_PRODUCER_ID)
-    for after in (last.next_first, MAX_PRODUCER_ID - 999):
+        FIRST_RESERVED_PRODUCER_ID - 1000, FIRST_RESERVED_PRODUCER_ID - 1,
+        FIRST_RESERVED_PRODUCER_ID)
+    for after in (last.next_first, FIRST_RESERVED_PRODUCER_ID - 999, MAX_PRODUCER_ID - 1000):
         with pytest.raises(UnknownServerError, match="producer ids exhausted"):
             next_producer_ids_block(ProducerIdBlockRecord(after))
 

@@ -31,7 +31,9 @@ from strand.cluster.model import PartitionRecord
 from strand.errors import ErrorCode
 from strand.log import PartitionLog
 from strand.log.config import LogConfig
+from strand.log.producer_state import AppendOrigin
 from strand.records import BatchBuilder
+from strand.records.control import ControlType, build_end_txn_marker
 
 LEADER, FOLLOWER, STRANGER = 1, 2, 3
 EPOCH = 4
@@ -254,5 +256,36 @@ def test_a_consumer_waits_until_min_bytes_are_committed(tmp_path: Path) -> None:
         leading.commit(3)
         consumed = await asyncio.wait_for(consumer, 5)
         assert offsets_of(consumed.records) == 2
+
+    with_leadership(tmp_path, body)
+
+
+def test_a_read_committed_consumer_waits_for_the_last_stable_offset(tmp_path: Path) -> None:
+    """Transactional data below the high watermark is not readable by a
+    read_committed consumer while its transaction is open: it keeps waiting (an early
+    empty answer would make it poll again at once, for every append), and wakes
+    when the COMMIT marker moves the last stable offset."""
+    async def body(leading: Leadership) -> None:
+        waiting = asyncio.create_task(leading.consume(0, max_wait_ms=10_000,
+                                                      read_committed=True))
+        uncommitted = asyncio.create_task(leading.consume(0, max_wait_ms=10_000))
+        await asyncio.sleep(0.05)
+        builder = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0,
+                               transactional=True)
+        builder.append(b"in-txn", timestamp=1_700_000_000_000)
+        info = leading.log.append_as_leader(builder.build(), EPOCH)
+        leading.replica.appended(info.last_offset + 1, info.size_bytes)
+        leading.commit(1)
+        assert offsets_of((await asyncio.wait_for(uncommitted, 5)).records) == 1
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # below the HW, above the LSO: nothing to read yet
+        marker = leading.log.append_as_leader(build_end_txn_marker(
+            ControlType.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
+            timestamp=1_700_000_000_000), EPOCH, origin=AppendOrigin.COORDINATOR)
+        leading.replica.appended(marker.last_offset + 1, marker.size_bytes)
+        leading.commit(2)
+        consumed = await asyncio.wait_for(waiting, 5)
+        assert consumed.last_stable_offset == 2
+        assert offsets_of(consumed.records) == 2  # the batch and its marker
 
     with_leadership(tmp_path, body)
