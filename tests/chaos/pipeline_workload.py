@@ -10,7 +10,8 @@ worker whose partitions moved in a rebalance is fenced by the generation).
 
 A transaction that did not commit is aborted, and the worker goes back to the group's
 committed offsets of its partitions (Kafka's rule: the consumer's positions are past
-the records of the aborted transaction). Each transaction is a ``Txn`` of the history
+the records of the aborted transaction); when they cannot be fetched, it replaces its
+consumer, which starts from them once the group assigns it partitions. Each transaction is a ``Txn`` of the history
 (its outputs are its records), so ``txn_checker.py`` checks them like the
 transactional workload's, and ``pipeline_checker.py`` counts outputs per input.
 """
@@ -67,7 +68,12 @@ class PipelineWorker(threading.Thread):
                     self.stop_event.wait(0.5)
                     continue
                 if any(batches.values()):
-                    self._transform(consumer, batches)
+                    try:
+                        self._transform(consumer, batches)
+                    except Exception as exc:  # a rewind that failed: a new consumer
+                        self.errors.append(f"{self.producer.txn_id} rewind: {describe(exc)}")
+                        consumer.close()
+                        consumer = None
                 if self.producer.producer is None:
                     return  # stopped while replacing it
         except BaseException as exc:  # reported by the runner: the workload broke
@@ -99,25 +105,13 @@ class PipelineWorker(threading.Thread):
 
     def _rewind(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
         """Back to the group's committed offsets (the log start if none) of the
-        partitions still assigned: their records are processed again."""
+        partitions still assigned: their records are processed again. Raises when the
+        committed offsets cannot be had: the caller replaces the consumer, which
+        starts from them when the group assigns it partitions."""
         for tp in tps:
-            if tp not in consumer.assignment():
-                continue
-            try:
+            if tp in consumer.assignment():
                 committed = consumer.committed(tp)
-            except Exception as exc:
-                self.errors.append(f"{self.producer.txn_id} committed({tp}): {describe(exc)}")
-                committed = None
-            if committed is None:
-                consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, committed)
-
-
-def caught_up(bootstrap: str, source: str, partitions: int) -> bool:
-    """Whether the group's committed offsets reached the input's high watermarks."""
-    tps = [TopicPartition(source, p) for p in range(partitions)]
-    with Consumer(bootstrap, group_id=GROUP, isolation_level="read_committed",
-                  enable_auto_commit=False, request_timeout_ms=5_000) as probe:
-        ends = probe.end_offsets(tps, timeout_ms=5_000)
-        return all((probe.committed(tp) or 0) >= ends[tp] for tp in tps)
+                if committed is None:
+                    consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, committed)
