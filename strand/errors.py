@@ -430,6 +430,7 @@ class UnstableOffsetCommitError(StrandError):
     offset fetch asking for stable offsets waits until that transaction ends."""
 
     code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+    retriable = True  # as Kafka's UnstableOffsetCommitException
 
 
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {

@@ -26,7 +26,8 @@ import grpc
 
 from strand.cluster.cache import MetadataCache
 from strand.cluster.model import CoordinatorRecord
-from strand.coordination.shards import GROUP_TOPIC, TRANSACTION_TOPIC, shard_for
+from strand.coordination.owners import key_shard, shard_owner
+from strand.coordination.shards import GROUP_TOPIC, TRANSACTION_TOPIC
 from strand.errors import ErrorCode
 from strand.v1 import common_pb2, groups_pb2_grpc, transactions_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
@@ -62,7 +63,6 @@ class CoordinatorKind:
     """What routes one kind of coordinator call."""
 
     topic: str  # the internal topic whose partitions are the shards
-    owners: Callable[[MetadataCache], Mapping[int, CoordinatorRecord]]
     instances: Callable[[MetadataCache], Mapping[str, CoordinatorRecord]]
     stub: Callable[[grpc.aio.Channel], Any]
     key_field: str  # the request field holding the key hashed to a shard
@@ -75,13 +75,12 @@ class CoordinatorKind:
 
 
 GROUPS = CoordinatorKind(
-    GROUP_TOPIC, lambda cache: cache.group_shard_owners, lambda cache: cache.coordinators,
+    GROUP_TOPIC, lambda cache: cache.coordinators,
     groups_pb2_grpc.GroupCoordinatorStub, "group_id", ErrorCode.INVALID_GROUP_ID, "group",
     "ListGroups", pb_groups.ListGroupsResponse,
     "groups", "group_id")
 TRANSACTIONS = CoordinatorKind(
-    TRANSACTION_TOPIC, lambda cache: cache.txn_shard_owners,
-    lambda cache: cache.txn_coordinators, transactions_pb2_grpc.TransactionsStub,
+    TRANSACTION_TOPIC, lambda cache: cache.txn_coordinators, transactions_pb2_grpc.TransactionsStub,
     "transactional_id", ErrorCode.INVALID_REQUEST, "transactional id",
     "ListTransactions", pb_txn.ListTransactionsResponse, "transactions", "transactional_id")
 
@@ -102,10 +101,10 @@ class ShardRouter:
         return cls(TRANSACTIONS, cache, channels)
 
     def _owner(self, key: str) -> CoordinatorRecord | None:
-        topic = self.cache.topics.get(self.kind.topic)
-        if topic is None or not key:
+        if not key:
             return None
-        return self.kind.owners(self.cache).get(shard_for(key, topic.partitions))
+        return shard_owner(self.cache, self.kind.topic,
+                           key_shard(self.cache, self.kind.topic, key))
 
     def _any_instance(self) -> CoordinatorRecord | None:
         """For a call any instance answers: one at random (spreads the callers; a
@@ -167,7 +166,7 @@ class ShardRouter:
         while True:
             by_owner: dict[str, list[int]] = {}
             for shard in missing:
-                owner = kind.owners(self.cache).get(shard)
+                owner = shard_owner(self.cache, kind.topic, shard)
                 if owner is None:
                     missing[shard] = "no coordinator owns it"
                 else:

@@ -236,6 +236,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     OffsetFetch = _forwarded("OffsetFetch", pb_groups.OffsetFetchResponse)
     DescribeGroup = _forwarded("DescribeGroup", pb_groups.DescribeGroupResponse)
     DeleteGroup = _forwarded("DeleteGroup", pb_groups.DeleteGroupResponse)
+    TxnOffsetCommit = _forwarded("TxnOffsetCommit", pb_groups.OffsetCommitResponse)
 
     async def ListGroups(self, request: pb_groups.ListGroupsRequest,
                          context: grpc.aio.ServicerContext) -> pb_groups.ListGroupsResponse:

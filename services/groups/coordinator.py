@@ -19,6 +19,13 @@ module adds time and durability:
   a commit naming a deleted topic's id is refused, fetches skip offsets of deleted
   topics, and every time the topics change (and after a load) those offsets are
   removed with tombstones, so a topic re-created under the same name starts clean.
+* Transactional offsets (TxnOffsetCommit) are stored pending per (group, producer)
+  once the transaction coordinator confirms that the group's partition of
+  ``__consumer_offsets`` is in the producer's open transaction (KIP-890's question,
+  through a :class:`~strand.coordination.txn_verifier.TxnVerifier`), and become
+  committed offsets, or vanish, when it calls CompleteTxnOffsets at the end of the
+  transaction (:mod:`services.groups.txn_offsets`). The calls of one producer run
+  one at a time, so a completion never misses a TxnOffsetCommit being written.
 """
 
 from __future__ import annotations
@@ -44,8 +51,13 @@ from services.groups.records import (
 )
 from services.groups.topics import TopicDirectory, TopicIdentity, belongs
 from strand.coordination.shard_log import Record, ShardLog
+from strand.coordination.shards import GROUP_TOPIC
+from strand.coordination.txn_verifier import TxnVerifier
 from strand.errors import (
+    CoordinatorNotAvailableError,
     ErrorCode,
+    GroupNotEmptyError,
+    InvalidRequestError,
     StrandError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -74,7 +86,8 @@ class ShardCoordinator:
                  retention_ms: int = DEFAULT_RETENTION_MS,
                  retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
                  clock: Callable[[], float] = monotonic_ms,
-                 wall_clock: Callable[[], int] = wall_ms) -> None:
+                 wall_clock: Callable[[], int] = wall_ms,
+                 verifier: TxnVerifier | None = None) -> None:
         self.shard = shard
         self.log = log_
         self.topics = topics
@@ -92,6 +105,7 @@ class ShardCoordinator:
         # When to look for offsets of deleted topics next (None: when topics change).
         self._orphans_due: float | None = 0.0
         self._busy: dict[bytes, asyncio.Future[None]] = {}  # record keys being written
+        self.verifier = verifier  # None: TxnOffsetCommit is refused (nobody to ask)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -304,10 +318,87 @@ class ShardCoordinator:
               ) -> dict[TopicPartition, OffsetValue]:
         return self.store.fetch(group_id, partitions, self._live)
 
+    def unstable(self, group_id: str) -> set[TopicPartition]:
+        """The partitions of ``group_id`` with transactional offsets pending: a fetch
+        asking for stable offsets gets UNSTABLE_OFFSET_COMMIT for them (KIP-447)."""
+        return self.store.pending.partitions(group_id)
+
+    # -- transactional offsets ----------------------------------------------------------------
+
+    async def txn_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         group_id: str, member_id: str, generation: int,
+                         group_instance_id: str | None,
+                         offsets: dict[TopicPartition, OffsetValue]) -> ErrorCode:
+        """TxnOffsetCommit: store ``offsets`` pending for the producer's transaction.
+        The group's check applies only when the request names a member or a generation
+        (KIP-447: a producer without the consumer's group metadata is not checked)."""
+        if not transactional_id:
+            raise InvalidRequestError(
+                f"TxnOffsetCommit for group {group_id!r} has no transactional id")
+        if producer_id < 0 or producer_epoch < 0:
+            raise InvalidRequestError(
+                f"TxnOffsetCommit of {transactional_id!r} for group {group_id!r}: producer "
+                f"id {producer_id} / epoch {producer_epoch} is not a producer's; call "
+                "InitProducerId first")
+        if self.verifier is None:
+            raise CoordinatorNotAvailableError(
+                f"group coordinator of shard {self.shard} cannot reach the transaction "
+                f"coordinators to verify {transactional_id!r}; retry")
+        topics = await self._resolve(group_id, offsets)
+        async with self._writing([_producer_key(producer_id)]):
+            error = self._group(group_id).check_txn_commit(member_id, generation,
+                                                           group_instance_id)
+            if error != ErrorCode.NONE:
+                return error
+            # Asked under the producer's lock: a completion (which runs once the
+            # transaction is decided) cannot slip between this answer and the write.
+            await self.verifier.verify(transactional_id, producer_id, producer_epoch,
+                                       GROUP_TOPIC, self.shard)
+            now = self.wall_clock()
+            stamped = {tp: OffsetValue(v.offset, v.metadata, v.leader_epoch, now, v.expire_ms,
+                                       topics[tp[0]].topic_id)
+                       for tp, v in offsets.items()}
+            records = self.store.stage_txn(group_id, producer_id, producer_epoch, stamped)
+            await self.log.append(records)
+            self.store.apply_written(records)
+        return ErrorCode.NONE
+
+    async def complete_txn(self, producer_id: int, producer_epoch: int,
+                           coordinator_epoch: int, commit: bool) -> int:
+        """CompleteTxnOffsets: the producer's transaction ended; its pending offsets in
+        this shard become committed (``commit``) or vanish, in one write. Returns how
+        many pending offsets it ended (0: nothing pending, nothing written)."""
+        async with self._writing([_producer_key(producer_id)]):
+            records = self.store.pending.complete(producer_id, producer_epoch,
+                                                  coordinator_epoch, commit)
+            if not records:
+                return 0
+            async with self._writing(r.key for r in records):
+                await self.log.append(records)
+                self.store.apply_written(records)
+        ended = sum(1 for r in records if r.value is None)
+        log.info("transactional offsets completed", extra={
+            "shard": self.shard, "producer_id": producer_id, "committed": commit,
+            "offsets": ended})
+        for record in records:
+            key = decode_key(record.key)
+            value = decode_value(key, record.value)
+            if (isinstance(key, OffsetKey) and isinstance(value, OffsetValue)
+                    and not self._live((key.topic, key.partition), value)):
+                self.topics_changed()  # its topic was deleted meanwhile: remove it again
+                break
+        return ended
+
     async def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)
         if group is not None and group.members:
             return ErrorCode.GROUP_NOT_EMPTY
+        producers = self.store.pending.producers(group_id)
+        if producers:
+            raise GroupNotEmptyError(
+                f"group {group_id!r} has transactional offsets pending (producer ids "
+                f"{', '.join(map(str, producers))}): it cannot be deleted until their "
+                "transactions commit or abort; retry then")
         if group is None and group_id not in self.store.groups():
             return ErrorCode.GROUP_ID_NOT_FOUND
         records = self.store.delete_group(group_id)
@@ -426,6 +517,12 @@ class ShardCoordinator:
         record = Record(encode_key(GroupKey(group.group_id)), encode_value(value))
         await self.log.append([record])
         self.store.apply(GroupKey(group.group_id), value)
+
+
+def _producer_key(producer_id: int) -> bytes:
+    """What :meth:`ShardCoordinator._writing` holds for the transactional calls of a
+    producer (not a record key: those are JSON)."""
+    return b"producer:%d" % producer_id
 
 
 def _restore(group: Group, value: GroupValue, now_ms: float) -> None:

@@ -295,14 +295,21 @@ class Group:
 
     # -- sync, heartbeat, leave ---------------------------------------------------------------
 
-    def check_member(self, member_id: str, generation: int,
-                     group_instance_id: str | None = None) -> ErrorCode:
+    def _check_instance(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """The group is alive and no newer member holds this static instance."""
         if self.state == GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group_instance_id is not None:
             known = self.static_members.get(group_instance_id)
             if known is not None and known != member_id:
                 return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE
+
+    def check_member(self, member_id: str, generation: int,
+                     group_instance_id: str | None = None) -> ErrorCode:
+        error = self._check_instance(member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            return error
         if member_id not in self.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation != self.generation:
@@ -392,6 +399,21 @@ class Group:
         self.prepare_rebalance(now_ms, new_member=False)
 
     # -- offsets ------------------------------------------------------------------------------
+
+    def check_txn_commit(self, member_id: str, generation: int,
+                         group_instance_id: str | None = None) -> ErrorCode:
+        """May a transactional producer commit offsets for this member (KIP-447)?
+        Kafka's rules: a named member must be in the group, a generation (>= 0) must
+        be the current one; a producer without the consumer's group metadata (no
+        member, generation -1) is not checked."""
+        error = self._check_instance(member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            return error
+        if member_id and member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation >= 0 and generation != self.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
 
     def check_commit(self, member_id: str, generation: int,
                      group_instance_id: str | None = None) -> ErrorCode:

@@ -8,7 +8,10 @@ a group with members never expire; once the group is empty they expire
 ``retention_ms`` after the later of their commit and the moment it became empty.
 Offsets of a topic that no longer exists under the id they were committed for are
 dead (:mod:`services.groups.topics`): fetches skip them, :meth:`OffsetStore.orphaned`
-names them for removal.
+names them for removal. Transactional offsets wait in :attr:`OffsetStore.pending`
+(:mod:`services.groups.txn_offsets`) until their transaction ends; they do not
+expire, and keep the partition's committed offset from expiring meanwhile (as
+Kafka).
 """
 
 from __future__ import annotations
@@ -21,17 +24,20 @@ from services.groups.records import (
     Key,
     OffsetKey,
     OffsetValue,
+    TxnOffsetKey,
+    TxnOffsetValue,
     Value,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
+from services.groups.txn_offsets import PendingOffsets
 from strand.coordination.shard_log import Record
 from strand.errors import InvalidRequestError, OffsetMetadataTooLargeError
 
 __all__ = ["DEFAULT_RETENTION_MS", "MAX_METADATA_BYTES", "OffsetMetadataTooLargeError",
-           "OffsetStore", "Record"]
+           "OffsetStore", "Record", "validate_offset"]
 
 DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # Kafka's offsets.retention.minutes: 7 days
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
@@ -41,16 +47,32 @@ TopicPartition = tuple[str, int]
 Live = Callable[[TopicPartition, OffsetValue], bool]
 
 
+def validate_offset(tp: TopicPartition, value: OffsetValue) -> None:
+    """Raise the typed error of an offset no commit may store."""
+    topic, partition = tp
+    if not topic or partition < 0 or value.offset < 0:
+        raise InvalidRequestError(
+            f"cannot commit offset {value.offset} for {topic!r}-{partition}")
+    if len(value.metadata.encode()) > MAX_METADATA_BYTES:
+        raise OffsetMetadataTooLargeError(
+            f"offset metadata of {topic}-{partition} is over {MAX_METADATA_BYTES} bytes")
+
+
 class OffsetStore:
     def __init__(self) -> None:
         self._offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self._groups: dict[str, GroupValue] = {}
         self._empty_since: dict[str, int] = {}
+        self.pending = PendingOffsets()
 
     # -- loading and applying -----------------------------------------------------------------
 
     def apply(self, key: Key, value: Value | None) -> None:
         """A record of the shard was written (or read back): update the state."""
+        if isinstance(key, TxnOffsetKey):
+            assert value is None or isinstance(value, TxnOffsetValue)
+            self.pending.apply(key, value)
+            return
         if isinstance(key, OffsetKey):
             offsets = self._offsets.setdefault(key.group, {})
             tp = (key.topic, key.partition)
@@ -80,15 +102,17 @@ class OffsetStore:
         """The records that commit ``offsets`` (validated; nothing is applied yet)."""
         records = []
         for (topic, partition), value in sorted(offsets.items()):
-            if not topic or partition < 0 or value.offset < 0:
-                raise InvalidRequestError(
-                    f"cannot commit offset {value.offset} for {topic!r}-{partition}")
-            if len(value.metadata.encode()) > MAX_METADATA_BYTES:
-                raise OffsetMetadataTooLargeError(
-                    f"offset metadata of {topic}-{partition} is over {MAX_METADATA_BYTES} bytes")
+            validate_offset((topic, partition), value)
             key = OffsetKey(group, topic, partition)
             records.append(Record(encode_key(key), encode_value(value)))
         return records
+
+    def stage_txn(self, group: str, producer_id: int, producer_epoch: int,
+                  offsets: Mapping[TopicPartition, OffsetValue]) -> list[Record]:
+        """The records of a TxnOffsetCommit (validated; nothing applied yet)."""
+        for tp, value in offsets.items():
+            validate_offset(tp, value)
+        return self.pending.stage(group, producer_id, producer_epoch, offsets)
 
     def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None,
               live: Live | None = None) -> dict[TopicPartition, OffsetValue]:
@@ -102,7 +126,7 @@ class OffsetStore:
         return self._groups.get(group)
 
     def groups(self) -> set[str]:
-        return set(self._offsets) | set(self._groups)
+        return set(self._offsets) | set(self._groups) | self.pending.groups()
 
     # -- deletion and retention ---------------------------------------------------------------
 
@@ -139,7 +163,10 @@ class OffsetStore:
             offsets = self._offsets.get(group, {})
             empty_since = self._empty_since.get(group, 0)
             kept = len(offsets)
+            in_txn = self.pending.partitions(group)
             for (topic, partition), value in sorted(offsets.items()):
+                if (topic, partition) in in_txn:
+                    continue  # a transaction will replace it: not expired meanwhile
                 if value.expire_ms >= 0:
                     due = value.expire_ms
                 else:
@@ -148,6 +175,6 @@ class OffsetStore:
                     records.append(Record(encode_key(OffsetKey(group, topic, partition)),
                                           None))
                     kept -= 1
-            if not kept and group in self._groups:
+            if not kept and not in_txn and group in self._groups:
                 records.append(Record(encode_key(GroupKey(group)), None))
         return records

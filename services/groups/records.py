@@ -8,11 +8,17 @@ deletes it. JSON keeps the topic readable with ``strand consume __consumer_offse
 Every value carries a format version ``v``; a reader refuses versions it does not
 know rather than misread them. An offset's value names the id of the topic it was
 committed for (absent in records written before ids were kept: ``""``), so an offset
-of a deleted topic never applies to a new topic of the same name.
+of a deleted topic never applies to a new topic of the same name. A ``txn_offset``
+record is an offset a transactional producer committed (TxnOffsetCommit), pending
+until its transaction ends (:mod:`services.groups.txn_offsets`); the completion
+writes it again as an ``offset`` record and tombstones it.
 
     key   {"g":"orders-app","k":"offset","p":3,"t":"orders"}
     value {"commit_ms":...,"expire_ms":-1,"leader_epoch":5,"metadata":"","offset":1200,
            "topic_id":"6c1f…","v":1}
+
+    key   {"g":"orders-app","k":"txn_offset","p":3,"pid":4012,"t":"orders"}
+    value {"commit_ms":...,"expire_ms":-1,...,"offset":1200,"producer_epoch":2,...,"v":1}
 
     key   {"g":"orders-app","k":"group"}
     value {"generation":7,"leader":"...","members":[...],"protocol":"range",
@@ -28,8 +34,8 @@ from typing import Any
 
 from strand.errors import CorruptRecordError
 
-__all__ = ["GroupKey", "GroupValue", "MemberValue", "OffsetKey", "OffsetValue", "decode_key",
-           "decode_value", "encode_key", "encode_value"]
+__all__ = ["GroupKey", "GroupValue", "MemberValue", "OffsetKey", "OffsetValue", "TxnOffsetKey",
+           "TxnOffsetValue", "decode_key", "decode_value", "encode_key", "encode_value"]
 
 VERSION = 1
 
@@ -47,6 +53,16 @@ class GroupKey:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetKey:
+    """A pending transactional offset: per (group, producer id, partition)."""
+
+    group: str
+    producer_id: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetValue:
     offset: int
     metadata: str = ""
@@ -54,6 +70,12 @@ class OffsetValue:
     commit_ms: int = 0
     expire_ms: int = -1  # -1: the group's retention applies
     topic_id: str = ""  # "": committed before topic ids were kept
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetValue:
+    producer_epoch: int
+    offset: OffsetValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +100,8 @@ class GroupValue:
     members: tuple[MemberValue, ...] = field(default_factory=tuple)
 
 
-Key = OffsetKey | GroupKey
-Value = OffsetValue | GroupValue
+Key = OffsetKey | GroupKey | TxnOffsetKey
+Value = OffsetValue | GroupValue | TxnOffsetValue
 
 
 def _dump(raw: dict[str, Any]) -> bytes:
@@ -89,6 +111,9 @@ def _dump(raw: dict[str, Any]) -> bytes:
 def encode_key(key: Key) -> bytes:
     if isinstance(key, OffsetKey):
         return _dump({"k": "offset", "g": key.group, "t": key.topic, "p": key.partition})
+    if isinstance(key, TxnOffsetKey):
+        return _dump({"k": "txn_offset", "g": key.group, "pid": key.producer_id,
+                      "t": key.topic, "p": key.partition})
     return _dump({"k": "group", "g": key.group})
 
 
@@ -100,6 +125,8 @@ def decode_key(data: bytes) -> Key:
             return OffsetKey(str(raw["g"]), str(raw["t"]), int(raw["p"]))
         if kind == "group":
             return GroupKey(str(raw["g"]))
+        if kind == "txn_offset":
+            return TxnOffsetKey(str(raw["g"]), int(raw["pid"]), str(raw["t"]), int(raw["p"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptRecordError(f"not a __consumer_offsets key: {data[:100]!r}") from exc
     raise CorruptRecordError(f"unknown __consumer_offsets key kind {kind!r}")
@@ -109,11 +136,23 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def _offset_fields(value: OffsetValue) -> dict[str, Any]:
+    return {"v": VERSION, "offset": value.offset, "metadata": value.metadata,
+            "leader_epoch": value.leader_epoch, "commit_ms": value.commit_ms,
+            "expire_ms": value.expire_ms, "topic_id": value.topic_id}
+
+
+def _offset_value(raw: dict[str, Any]) -> OffsetValue:
+    return OffsetValue(int(raw["offset"]), str(raw.get("metadata", "")),
+                       int(raw.get("leader_epoch", -1)), int(raw.get("commit_ms", 0)),
+                       int(raw.get("expire_ms", -1)), str(raw.get("topic_id", "")))
+
+
 def encode_value(value: Value) -> bytes:
     if isinstance(value, OffsetValue):
-        return _dump({"v": VERSION, "offset": value.offset, "metadata": value.metadata,
-                      "leader_epoch": value.leader_epoch, "commit_ms": value.commit_ms,
-                      "expire_ms": value.expire_ms, "topic_id": value.topic_id})
+        return _dump(_offset_fields(value))
+    if isinstance(value, TxnOffsetValue):
+        return _dump({**_offset_fields(value.offset), "producer_epoch": value.producer_epoch})
     return _dump({
         "v": VERSION, "protocol_type": value.protocol_type, "generation": value.generation,
         "protocol": value.protocol, "leader": value.leader, "state_ms": value.state_ms,
@@ -134,9 +173,9 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         if raw.get("v") != VERSION:
             raise CorruptRecordError(f"unsupported __consumer_offsets value version {raw.get('v')}")
         if isinstance(key, OffsetKey):
-            return OffsetValue(int(raw["offset"]), str(raw.get("metadata", "")),
-                               int(raw.get("leader_epoch", -1)), int(raw.get("commit_ms", 0)),
-                               int(raw.get("expire_ms", -1)), str(raw.get("topic_id", "")))
+            return _offset_value(raw)
+        if isinstance(key, TxnOffsetKey):
+            return TxnOffsetValue(int(raw["producer_epoch"]), _offset_value(raw))
         return GroupValue(
             str(raw["protocol_type"]), int(raw["generation"]), str(raw["protocol"]),
             str(raw["leader"]), int(raw.get("state_ms", 0)),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,12 +25,14 @@ from services.groups.membership import Protocol
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.records import OffsetValue
 from services.groups.topics import CacheTopics
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.gateway_calls import GatewayProducer
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
+from strand.cluster.transaction_calls import CoordinatorTxnVerifier
 from strand.coordination.ownership import ShardOwnership, ShardSpace
 from strand.coordination.serving import ServedShards
 from strand.coordination.shard_log import owned_shard_log
@@ -195,16 +197,45 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
 
         async def work() -> None:
             coordinator = self._coordinator(request.group_id)
-            offsets = {(p.topic, p.partition): OffsetValue(
-                p.offset, p.metadata, p.leader_epoch or -1, topic_id=p.topic_id)
-                for p in request.partitions}
             error = await coordinator.commit(
                 request.group_id, request.member_id, request.generation_id,
-                request.group_instance_id or None, offsets)
+                request.group_instance_id or None, _offsets(request.partitions))
             response.error_code = _code(error)
-            for p in request.partitions:
-                response.partitions.add(topic=p.topic, partition=p.partition,
-                                        error_code=_code(error))
+
+        return _per_partition(await self._answer(response, work, request), request)
+
+    async def TxnOffsetCommit(self, request: pb.TxnOffsetCommitRequest,
+                              context: grpc.aio.ServicerContext) -> pb.OffsetCommitResponse:
+        response = pb.OffsetCommitResponse()
+
+        async def work() -> None:
+            coordinator = self._coordinator(request.group_id)
+            error = await coordinator.txn_commit(
+                request.transactional_id, request.producer_id, request.producer_epoch,
+                request.group_id, request.member_id, request.generation_id,
+                request.group_instance_id or None, _offsets(request.partitions))
+            response.error_code = _code(error)
+
+        return _per_partition(await self._answer(response, work, request), request)
+
+    async def CompleteTxnOffsets(self, request: pb.CompleteTxnOffsetsRequest,
+                                 context: grpc.aio.ServicerContext
+                                 ) -> pb.CompleteTxnOffsetsResponse:
+        """The transaction coordinator ends a producer's transaction in one shard."""
+        response = pb.CompleteTxnOffsetsResponse()
+
+        async def work() -> None:
+            coordinator = self.shards.get(request.shard)
+            if coordinator is None:
+                loading = request.shard in self.loading
+                raise _Refused(
+                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading
+                    else ErrorCode.NOT_COORDINATOR,
+                    f"shard {request.shard} of {GROUP_TOPIC} is "
+                    + ("loading here; retry" if loading else
+                       "not served by this instance; ask its owner"))
+            await coordinator.complete_txn(request.producer_id, request.producer_epoch,
+                                           request.coordinator_epoch, request.committed)
 
         return await self._answer(response, work, request)
 
@@ -217,7 +248,17 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             wanted = ([(p.topic, p.partition) for p in request.partitions]
                       if request.partitions else None)
             found = coordinator.fetch(request.group_id, wanted)
-            for topic, partition in (wanted if wanted is not None else sorted(found)):
+            unstable = coordinator.unstable(request.group_id) if request.require_stable else set()
+            listed = wanted if wanted is not None else sorted(set(found) | unstable)
+            for topic, partition in listed:
+                if (topic, partition) in unstable:
+                    response.partitions.add(
+                        topic=topic, partition=partition, offset=-1, leader_epoch=-1,
+                        error_code=_code(ErrorCode.UNSTABLE_OFFSET_COMMIT),
+                        error_message=f"{topic}-{partition} of group {request.group_id!r} "
+                        "has transactional offsets pending: retry once the transaction "
+                        "commits or aborts")
+                    continue
                 value = found.get((topic, partition))
                 response.partitions.add(
                     topic=topic, partition=partition,
@@ -278,6 +319,23 @@ class GroupsServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         return await self._answer(response, work, request)
 
 
+def _offsets(partitions: Iterable[pb.OffsetCommitPartition]
+             ) -> dict[tuple[str, int], OffsetValue]:
+    return {(p.topic, p.partition): OffsetValue(p.offset, p.metadata, p.leader_epoch or -1,
+                                                topic_id=p.topic_id) for p in partitions}
+
+
+def _per_partition(response: pb.OffsetCommitResponse,
+                   request: pb.OffsetCommitRequest | pb.TxnOffsetCommitRequest
+                   ) -> pb.OffsetCommitResponse:
+    """Every partition of a commit answered with the commit's error (it is stored
+    whole or not at all)."""
+    for p in request.partitions:
+        response.partitions.add(topic=p.topic, partition=p.partition,
+                                error_code=response.error_code)
+    return response
+
+
 class _Refused(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -292,6 +350,9 @@ class GroupsProcess:
         self.cache = MetadataCache(self.keys)
         self.servicer = GroupsServicer(self.cache)
         self.topics = CacheTopics(self.cache)
+        self.channels = AioChannels(f"groups-{settings.instance_id}")
+        self.verifier = CoordinatorTxnVerifier(
+            self.cache, f"group coordinator {settings.instance_id}", self.channels.get)
         self._stopping = asyncio.Event()
         self._gateway: GatewayProducer | None = None
         self.ownership: ShardOwnership | None = None
@@ -330,6 +391,7 @@ class GroupsProcess:
                 await watching
             await server.stop(grace=2)
             await self._gateway.close()
+            await self.channels.close()
             await watcher.stop()
             await etcd.close()
 
@@ -358,5 +420,6 @@ class GroupsProcess:
             self.topics,
             initial_rebalance_delay_ms=self.settings.initial_rebalance_delay_ms,
             retention_ms=self.settings.offsets_retention_ms,
-            retention_check_interval_ms=self.settings.offsets_retention_check_interval_ms)
+            retention_check_interval_ms=self.settings.offsets_retention_check_interval_ms,
+            verifier=self.verifier)
         await self.servicer.served.acquire(shard, coordinator, self._stopping)

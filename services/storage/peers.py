@@ -1,6 +1,7 @@
-"""gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower),
-the active controller (AlterPartition, ControlledShutdown) and the transaction
-coordinators (KIP-890 verification of transactional writes).
+"""gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower)
+and the active controller (AlterPartition, ControlledShutdown). Its channels also
+carry the KIP-890 verification of transactional writes
+(:class:`strand.cluster.transaction_calls.CoordinatorTxnVerifier`).
 
 Addresses come from the metadata cache (broker registrations, the controller's
 election record). Answers from a controller older than the one this node knows are
@@ -12,50 +13,29 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import grpc
-
 from services.storage.fetch_params import FetchedPartition, FetchParams
 from services.storage.isr import IsrAnswer, IsrProposal
-from strand.client.channel import open_aio_channel
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
-from strand.coordination.shards import TRANSACTION_TOPIC, shard_for
-from strand.errors import (
-    CoordinatorNotAvailableError,
-    ErrorCode,
-    InvalidTxnStateError,
-    LeaderNotAvailableError,
-    NotControllerError,
-    error_for,
-)
+from strand.errors import ErrorCode, LeaderNotAvailableError, NotControllerError, error_for
 from strand.v1 import controller_pb2 as pb_ctl
-from strand.v1 import controller_pb2_grpc, storage_pb2, storage_pb2_grpc, transactions_pb2_grpc
-from strand.v1 import transactions_pb2 as pb_txn
+from strand.v1 import controller_pb2_grpc, storage_pb2, storage_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 CONTROLLER_TIMEOUT_S = 10.0
 FETCH_TIMEOUT_MARGIN_S = 10.0
-VERIFY_TIMEOUT_S = 5.0
 
 
 class PeerClients:
     def __init__(self, cache: MetadataCache, node_id: int) -> None:
         self.cache = cache
         self.node_id = node_id
-        self._channels: dict[str, grpc.aio.Channel] = {}
-
-    def _channel(self, address: str) -> grpc.aio.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = open_aio_channel(
-                address, f"storage-{self.node_id}")
-        return channel
+        self.channels = AioChannels(f"storage-{node_id}")
+        self.channel = self.channels.get
 
     async def close(self) -> None:
-        channels = list(self._channels.values())
-        self._channels.clear()
-        for channel in channels:
-            await channel.close()
+        await self.channels.close()
 
     # -- storage nodes ------------------------------------------------------------------------
 
@@ -75,7 +55,7 @@ class PeerClients:
                 current_leader_epoch=p.current_leader_epoch,
                 last_fetched_epoch=p.last_fetched_epoch,
                 partition_max_bytes=p.partition_max_bytes, log_start_offset=p.log_start_offset)
-        stub = storage_pb2_grpc.StorageStub(self._channel(broker.address))
+        stub = storage_pb2_grpc.StorageStub(self.channel(broker.address))
         response = await stub.ReplicaFetch(
             request, timeout=params.max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN_S)
         return [FetchedPartition(
@@ -92,7 +72,7 @@ class PeerClients:
         record = self.cache.controller
         if record is None:
             raise NotControllerError("no active controller right now")
-        return (controller_pb2_grpc.ControllerStub(self._channel(record.address)),
+        return (controller_pb2_grpc.ControllerStub(self.channel(record.address)),
                 self.cache.controller_epoch)
 
     def _check_controller(self, known_epoch: int, answered_epoch: int, code: int,
@@ -129,56 +109,3 @@ class PeerClients:
         self._check_controller(epoch, response.controller_epoch, response.error_code,
                                response.error_message)
         return int(response.remaining_leaderships)
-
-
-
-class CoordinatorTxnVerifier:
-    """The node's :class:`~services.storage.txn_verification.TxnVerifier`: asks the
-    transaction coordinator that owns the transactional id's shard (its
-    ``__transaction_state`` partition, found as the gateway does, from the watched
-    metadata) with AddPartitionsToTxn ``verify_only`` (Kafka 3.6's verification)."""
-
-    def __init__(self, peers: PeerClients) -> None:
-        self.peers = peers
-
-    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     topic: str, partition: int) -> None:
-        cache = self.peers.cache
-        whose = (f"{topic}-{partition} for {transactional_id!r} (producer {producer_id}, "
-                 f"epoch {producer_epoch})")
-        state = cache.topics.get(TRANSACTION_TOPIC)
-        if state is None:
-            raise CoordinatorNotAvailableError(
-                f"storage node {self.peers.node_id} cannot verify {whose}: "
-                f"{TRANSACTION_TOPIC} does not exist yet (no transaction coordinator has "
-                "run); retry")
-        shard = shard_for(transactional_id, state.partitions)
-        owner = cache.txn_shard_owners.get(shard)
-        if owner is None:
-            raise CoordinatorNotAvailableError(
-                f"storage node {self.peers.node_id} cannot verify {whose}: no transaction "
-                f"coordinator owns shard {shard} right now; retry")
-        stub = transactions_pb2_grpc.TransactionsStub(self.peers._channel(owner.address))
-        try:
-            response = await stub.AddPartitionsToTxn(pb_txn.AddPartitionsToTxnRequest(
-                transactional_id=transactional_id, producer_id=producer_id,
-                producer_epoch=producer_epoch, verify_only=True,
-                topics=[pb_txn.TxnTopic(topic=topic, partitions=[partition])]),
-                timeout=VERIFY_TIMEOUT_S)
-        except grpc.aio.AioRpcError as exc:
-            raise CoordinatorNotAvailableError(
-                f"storage node {self.peers.node_id} cannot verify {whose}: transaction "
-                f"coordinator {owner.instance_id} at {owner.address} did not answer "
-                f"({exc.code().name}); retry") from exc
-        if response.error_code != ErrorCode.NONE:
-            raise error_for(response.error_code, response.error_message)
-        codes = [r.error_code for r in response.results
-                 if (r.topic, r.partition) == (topic, partition)]
-        if not codes:
-            raise InvalidTxnStateError(
-                f"transaction coordinator {owner.instance_id} did not answer for {whose}")
-        if codes[0] != ErrorCode.NONE:
-            raise error_for(codes[0], (
-                f"{whose} is not part of the producer's open transaction (transaction "
-                f"coordinator {owner.instance_id}: {ErrorCode(codes[0]).name}); add the "
-                "partition to the transaction before writing to it"))

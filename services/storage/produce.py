@@ -37,11 +37,11 @@ from services.storage.errors import (
 from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
 from services.storage.txn_verification import (
-    TxnVerifier,
     TxnWriter,
     require_transactional_id,
     transactional_writer,
 )
+from strand.coordination.txn_verifier import TxnVerifier
 from strand.errors import (
     InvalidRecordError,
     InvalidTxnStateError,

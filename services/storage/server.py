@@ -27,7 +27,7 @@ from services.storage.fetch_params import FetchedPartition, FetchParams, Partiti
 from services.storage.isr import IsrManager
 from services.storage.maintenance import LogMaintenance
 from services.storage.offsets import OffsetAnswer, OffsetLookup, OffsetQuery
-from services.storage.peers import CoordinatorTxnVerifier, PeerClients
+from services.storage.peers import PeerClients
 from services.storage.produce import Appender, AppendResult, PartitionAppend
 from services.storage.producers import ProducerLookup
 from services.storage.registration import BrokerRegistrar
@@ -36,11 +36,12 @@ from services.storage.replica_fetcher import DEFAULT_THROTTLE_BYTES_PER_S, Repli
 from services.storage.replica_manager import DEFAULT_REPLICA_LAG_TIME_MAX_MS, ReplicaManager
 from services.storage.scrub import DEFAULT_SCRUB_BYTES_PER_S, DEFAULT_SCRUB_INTERVAL_S, LogScrubber
 from services.storage.txn_markers import MarkerWriter, TxnMarker
-from services.storage.txn_verification import TxnVerifier
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import BrokerRegistration
+from strand.cluster.transaction_calls import CoordinatorTxnVerifier
+from strand.coordination.txn_verifier import TxnVerifier
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import storage_pb2, storage_pb2_grpc
@@ -317,7 +318,7 @@ def _txn_verifier(settings: StorageSettings, peers: PeerClients) -> TxnVerifier 
     coordinator, unless turned off (``--transaction-partition-verification off``)."""
     if not settings.transaction_partition_verification:
         return None
-    return CoordinatorTxnVerifier(peers)
+    return CoordinatorTxnVerifier(peers.cache, f"storage node {peers.node_id}", peers.channel)
 
 
 async def _controlled_shutdown(manager: ReplicaManager, peers: PeerClients,

@@ -11,8 +11,9 @@ cannot open a new transaction on the partition afterwards: it is refused with
 INVALID_TXN_STATE. Once the transaction is open on the partition, its later batches
 need no verification.
 
-The coordinator is reached through a :class:`TxnVerifier`: the gRPC one is
-:class:`services.storage.peers.CoordinatorTxnVerifier` (an unreachable coordinator
+The coordinator is reached through a
+:class:`~strand.coordination.txn_verifier.TxnVerifier`: the gRPC one is
+:class:`strand.cluster.transaction_calls.CoordinatorTxnVerifier` (an unreachable coordinator
 refuses the write with COORDINATOR_NOT_AVAILABLE: the producer retries);
 ``--transaction-partition-verification off`` (Kafka's
 ``transaction.partition.verification.enable=false``) turns the check off.
@@ -21,18 +22,9 @@ refuses the write with COORDINATOR_NOT_AVAILABLE: the producer retries);
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from strand.errors import InvalidRequestError
 from strand.records.batch import HEADER_SIZE, NO_PRODUCER_ID, read_header
-
-
-class TxnVerifier(Protocol):
-    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     topic: str, partition: int) -> None:
-        """Return if ``topic``-``partition`` is part of the producer's ongoing
-        transaction; raise the coordinator's typed error otherwise
-        (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, NOT_COORDINATOR...)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import allocate_producer_ids, ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.gateway_calls import GatewayProducer
+from strand.cluster.group_calls import GroupOffsetsCompleter
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord, ProducerIdsBlock
 from strand.cluster.storage_calls import StorageMarkerWriter
@@ -235,7 +236,8 @@ class TransactionsProcess:
         self.keys = KeySpace(settings.cluster)
         self.cache = MetadataCache(self.keys)
         self.markers = (markers if markers is not None
-                        else LeaderMarkerWriter(StorageMarkerWriter(self.cache)))
+                        else LeaderMarkerWriter(StorageMarkerWriter(self.cache),
+                                                GroupOffsetsCompleter(self.cache)))
         self.ownership: ShardOwnership | None = None
         self.producer_ids = ProducerIdManager(self._fetch_block)
         self.servicer = TransactionsServicer(self.cache, self.producer_ids,

@@ -21,6 +21,7 @@ from strand.version import VERSION
 __all__ = [
     "MAX_MESSAGE_BYTES",
     "RETRIABLE_STATUS",
+    "AioChannels",
     "TransportError",
     "channel_options",
     "open_aio_channel",
@@ -93,6 +94,27 @@ def open_channel(address: str, client_id: str | None = None) -> grpc.Channel:
 def open_aio_channel(address: str, client_id: str | None = None) -> grpc.aio.Channel:
     """An asyncio channel (the producer's sender); create it inside its event loop."""
     return grpc.aio.insecure_channel(address, options=channel_options(client_id))
+
+
+class AioChannels:
+    """One asyncio channel per address, reused by every call (a service's channels to
+    its peers); :meth:`close` closes them all."""
+
+    def __init__(self, client_id: str | None = None) -> None:
+        self.client_id = client_id
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def get(self, address: str) -> grpc.aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = open_aio_channel(address, self.client_id)
+        return channel
+
+    async def close(self) -> None:
+        channels = list(self._channels.values())
+        self._channels.clear()
+        for channel in channels:
+            await channel.close()
 
 
 def wait_for_gateway(address: str, timeout_s: float,

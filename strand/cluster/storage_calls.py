@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -45,6 +45,42 @@ class MarkerError:
     message: str
 
 
+async def until_final(cache: MetadataCache, partitions: Iterable[TopicPartition],
+                      send: Callable[[list[TopicPartition], float],
+                                     Awaitable[dict[TopicPartition, MarkerError]]],
+                      retriable: Collection[ErrorCode], timeout_s: float, what: str,
+                      context: Mapping[str, object]) -> dict[TopicPartition, MarkerError]:
+    """Send the partitions still without a final answer (one round: ``send`` answers
+    each of them, retriable or not) again as the metadata changes, until every one
+    has a final answer or ``timeout_s`` passes; then the rest keep their last
+    (retriable) error. How the transaction coordinator ends a transaction on its
+    partitions (markers, transactional offsets), as Kafka's
+    TransactionMarkerChannelManager retries."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    pending = dict.fromkeys(partitions, MarkerError(ErrorCode.REQUEST_TIMED_OUT,
+                                                    "not sent yet"))
+    done: dict[TopicPartition, MarkerError] = {}
+    while pending:
+        answers = await send(list(pending), max(deadline - loop.time(), 0.1))
+        for tp, error in answers.items():
+            if error.code in retriable:
+                pending[tp] = error
+            else:
+                done[tp] = error
+                pending.pop(tp, None)
+        if not pending:
+            break
+        if loop.time() >= deadline:
+            done.update(pending)
+            break
+        log.info("retrying %s", what, extra={
+            **context, "partitions": len(pending),
+            "error": next(iter(pending.values())).message})
+        await cache.wait_changed(min(max(deadline - loop.time(), 0), RETRY_S))
+    return done
+
+
 class StorageMarkerWriter:
     """Writes a transaction's COMMIT/ABORT markers to its partitions' leaders."""
 
@@ -59,47 +95,29 @@ class StorageMarkerWriter:
         """Each partition's final answer (code NONE: its marker is written and
         replicated). A partition still failing with a retriable error when the time is
         up keeps that error: the caller tries again later."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
-        pending = dict.fromkeys(partitions, MarkerError(ErrorCode.REQUEST_TIMED_OUT,
-                                                        "not sent yet"))
-        done: dict[TopicPartition, MarkerError] = {}
-        while pending:
+
+        async def send(pending: list[TopicPartition], remaining_s: float
+                       ) -> dict[TopicPartition, MarkerError]:
+            answers: dict[TopicPartition, MarkerError] = {}
             by_leader: dict[str, list[TopicPartition]] = {}
             for tp in pending:
-                if tp[0] not in self.cache.topics:
-                    done[tp] = MarkerError(ErrorCode.NONE, "the topic was deleted")
-                    continue
                 leader = self.cache.leader_of(*tp)
-                if leader is None:
-                    pending[tp] = MarkerError(ErrorCode.LEADER_NOT_AVAILABLE,
+                if tp[0] not in self.cache.topics:
+                    answers[tp] = MarkerError(ErrorCode.NONE, "the topic was deleted")
+                elif leader is None:
+                    answers[tp] = MarkerError(ErrorCode.LEADER_NOT_AVAILABLE,
                                               f"{tp[0]}-{tp[1]} has no leader")
-                    continue
-                by_leader.setdefault(leader.address, []).append(tp)
-            for tp in done:
-                pending.pop(tp, None)
-            remaining = deadline - loop.time()
-            answers = await asyncio.gather(*(
-                self._call(address, tps, producer_id, producer_epoch, coordinator_epoch,
-                           commit, max(remaining, 0.1))
-                for address, tps in by_leader.items()))
-            for answer in answers:
-                for tp, error in answer.items():
-                    if error.code in RETRIABLE:
-                        pending[tp] = error
-                    else:
-                        done[tp] = error
-                        pending.pop(tp, None)
-            if not pending:
-                break
-            if loop.time() >= deadline:
-                done.update(pending)
-                break
-            log.info("retrying transaction markers", extra={
-                "producer_id": producer_id, "partitions": len(pending),
-                "error": next(iter(pending.values())).message})
-            await self.cache.wait_changed(min(max(deadline - loop.time(), 0), RETRY_S))
-        return done
+                else:
+                    by_leader.setdefault(leader.address, []).append(tp)
+            for answer in await asyncio.gather(*(
+                    self._call(address, tps, producer_id, producer_epoch, coordinator_epoch,
+                               commit, remaining_s)
+                    for address, tps in by_leader.items())):
+                answers.update(answer)
+            return answers
+
+        return await until_final(self.cache, partitions, send, RETRIABLE, self.timeout_s,
+                                 "transaction markers", {"producer_id": producer_id})
 
     async def _call(self, address: str, partitions: list[TopicPartition], producer_id: int,
                     producer_epoch: int, coordinator_epoch: int, commit: bool,

@@ -95,7 +95,9 @@ class Consumer:
       partition (the first batch is returned whole even when larger).
     - ``max_poll_records``: records per ``poll()`` by default.
     - ``auto_offset_reset``: where a partition without a valid position starts.
-    - ``isolation_level``: ``'read_uncommitted'`` or ``'read_committed'``.
+    - ``isolation_level``: ``'read_uncommitted'`` or ``'read_committed'`` (records of
+      committed transactions only; the group's committed offsets only once no open
+      transaction may still replace them: UNSTABLE_OFFSET_COMMIT is retried).
     - ``consumer_timeout_ms``: iteration stops after this long without a record
       (None: it blocks until ``close()``).
     """
@@ -188,7 +190,8 @@ class Consumer:
                 rebalance_timeout_ms=max_poll_interval_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 request_timeout_ms=request_timeout_ms, partitions_for=self._partition_count,
-                topic_id=self._topic_id, wakeup=self._wakeup, check_wakeup=self._check_wakeup)
+                topic_id=self._topic_id, wakeup=self._wakeup, check_wakeup=self._check_wakeup,
+                require_stable=isolation_level == "read_committed")
             self._group = GroupMode(self._subscriptions, coordinator, self._metadata,
                                     enable_auto_commit=enable_auto_commit,
                                     auto_commit_interval_ms=auto_commit_interval_ms,

@@ -104,7 +104,8 @@ class ConsumerCoordinator:
                  partitions_for: Callable[[str], int | None],
                  topic_id: Callable[[str], str] = lambda topic: "",
                  wakeup: threading.Event | None = None,
-                 check_wakeup: Callable[[], None] = lambda: None) -> None:
+                 check_wakeup: Callable[[], None] = lambda: None,
+                 require_stable: bool = False) -> None:
         if not group_id:
             raise ValueError("group_id must not be empty")
         self.stub = gateway_pb2_grpc.GatewayStub(channel)
@@ -128,6 +129,9 @@ class ConsumerCoordinator:
         # Set by the consumer's wakeup(): sleeps end early, check_wakeup() raises.
         self.wakeup = wakeup or threading.Event()
         self.check_wakeup = check_wakeup
+        # read_committed: committed offsets only once no transaction may replace them
+        # (KIP-447; Kafka's consumer asks so with isolation.level=read_committed).
+        self.require_stable = require_stable
         self.member_id = ""
         self.generation = -1
         self.protocol = ""
@@ -469,15 +473,37 @@ class ConsumerCoordinator:
             if callback is not None:
                 callback(offsets, error)
 
-    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def committed(self, partitions: Iterable[TopicPartition], timeout_s: float | None = None
+                  ) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None: nothing committed). Reading
+        read_committed (``require_stable``), a partition with transactional offsets
+        pending is asked again after a backoff until ``timeout_s`` (default: the
+        request timeout; 0: one try) has passed, then UnstableOffsetCommitError (a
+        retriable error) is raised: never an offset a transaction may still replace."""
         wanted = list(partitions)
-        answer = self._call_once(self.stub.OffsetFetch, "OffsetFetch", pb.OffsetFetchRequest(
-            group_id=self.group_id, partitions=[
+        deadline = time.monotonic() + (self.request_timeout_s if timeout_s is None
+                                       else timeout_s)
+        request = pb.OffsetFetchRequest(
+            group_id=self.group_id, require_stable=self.require_stable, partitions=[
                 pb.OffsetFetchRequest.Partition(topic=tp.topic, partition=tp.partition)
-                for tp in wanted]))
-        if answer.error_code != ErrorCode.NONE:
-            raise error_for(answer.error_code,
-                            f"offsets of group {self.group_id!r}: {answer.error_message}")
+                for tp in wanted])
+        while True:
+            answer = self._call_once(self.stub.OffsetFetch, "OffsetFetch", request)
+            if answer.error_code != ErrorCode.NONE:
+                raise error_for(answer.error_code,
+                                f"offsets of group {self.group_id!r}: {answer.error_message}")
+            failed = [p for p in answer.partitions if p.error_code != ErrorCode.NONE]
+            if not failed:
+                break
+            first = failed[0]
+            if (first.error_code != ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    or time.monotonic() + RETRY_BACKOFF_S > deadline):
+                raise error_for(first.error_code, (
+                    f"committed offsets of group {self.group_id!r}: "
+                    + ", ".join(f"{p.topic}-{p.partition}" for p in failed)
+                    + f": {first.error_message}"))
+            self.wakeup.wait(RETRY_BACKOFF_S)
+            self.check_wakeup()
         found = {TopicPartition(p.topic, p.partition): p.offset for p in answer.partitions
                  if p.offset >= 0}  # -1: nothing committed
         return {tp: found.get(tp) for tp in wanted}

@@ -161,7 +161,9 @@ class GroupMode:
         pending = self.subscriptions.awaiting_committed()
         if pending:
             try:
-                committed = self.coordinator.committed(pending)
+                # One try: poll() and position() come back (after their backoff) while
+                # a transaction keeps an offset unstable, as Kafka's poll does.
+                committed = self.coordinator.committed(pending, timeout_s=0)
             except StrandError as exc:
                 log.info("could not fetch committed offsets, retrying at the next poll: %s",
                          exc)

@@ -33,7 +33,8 @@ class StubGroup:
             self.coordinator.owned = (self.coordinator.owned - result.revoked) | result.assigned
         return result
 
-    def fetch(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def fetch(self, partitions: list[TopicPartition], timeout_s: float | None = None
+              ) -> dict[TopicPartition, int | None]:
         if self.failures:
             self.failures -= 1
             raise CoordinatorNotAvailableError("no coordinator serves group 'g' right now")
