@@ -11,9 +11,10 @@ worker whose partitions moved in a rebalance is fenced by the generation).
 A transaction that did not commit is aborted, and the worker goes back to the group's
 committed offsets of its partitions (Kafka's rule: the consumer's positions are past
 the records of the aborted transaction); when they cannot be fetched, it replaces its
-consumer, which starts from them once the group assigns it partitions. Each transaction is a ``Txn`` of the history
-(its outputs are its records), so ``txn_checker.py`` checks them like the
-transactional workload's, and ``pipeline_checker.py`` counts outputs per input.
+consumer, which starts from them once the group assigns it partitions. Each
+transaction is a ``Txn`` of the history (its outputs are its records), so
+``txn_checker.py`` checks them like the transactional workload's, and
+``pipeline_checker.py`` counts outputs per input.
 """
 
 from __future__ import annotations
@@ -115,3 +116,12 @@ class PipelineWorker(threading.Thread):
                     consumer.seek_to_beginning(tp)
                 else:
                     consumer.seek(tp, committed)
+
+
+def caught_up(bootstrap: str, source: str, partitions: int) -> bool:
+    """Whether the group's committed offsets reached the input's high watermarks."""
+    tps = [TopicPartition(source, p) for p in range(partitions)]
+    with Consumer(bootstrap, group_id=GROUP, isolation_level="read_committed",
+                  enable_auto_commit=False, request_timeout_ms=5_000) as probe:
+        ends = probe.end_offsets(tps, timeout_ms=5_000)
+        return all((probe.committed(tp) or 0) >= ends[tp] for tp in tps)
