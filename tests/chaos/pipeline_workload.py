@@ -97,8 +97,8 @@ class PipelineWorker(threading.Thread):
 
         def body(producer: Producer) -> None:
             send_all(txn, producer)
-            producer.send_offsets_to_transaction(offsets, consumer.group_metadata(),
-                                                 timeout=self.producer.settings.call_timeout)
+            self.producer.repeated(producer.send_offsets_to_transaction, offsets,
+                                   consumer.group_metadata())
 
         self.producer.run(txn, body)
         if txn.outcome != COMMITTED:

@@ -135,15 +135,20 @@ class TransactionalProducer:
         txn.outcome, txn.t_end = AMBIGUOUS, time.monotonic()
         self.replace()
 
-    def _end(self, call: Callable[..., None], txn: Txn, outcome: str) -> None:
-        """Commit or abort, repeating a call that timed out (allowed by the API)."""
+    def repeated(self, call: Callable[..., None], *args: object) -> None:
+        """``call(*args, timeout=...)``, repeated when it timed out (the API allows
+        it: RequestTimedOutError is retriable)."""
         for attempt in range(self.settings.attempts):
             try:
-                call(timeout=self.settings.call_timeout)
-                break
+                call(*args, timeout=self.settings.call_timeout)
+                return
             except RequestTimedOutError:
                 if attempt + 1 == self.settings.attempts:
                     raise
+
+    def _end(self, call: Callable[..., None], txn: Txn, outcome: str) -> None:
+        """Commit or abort (repeated after a timeout)."""
+        self.repeated(call)
         txn.outcome, txn.t_end = outcome, time.monotonic()
 
 
