@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         PartitionDescription,
         TopicDescription,
     )
-    from strand.client import BootstrapError, TopicPartition, TransportError
+    from strand.client import BootstrapError, OffsetAndMetadata, TopicPartition, TransportError
     from strand.consumer import (
         Consumer,
         ConsumerGroupMetadata,
@@ -51,6 +51,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "PartitionDescription": "strand.admin",
     "TopicDescription": "strand.admin",
     "BootstrapError": "strand.client.bootstrap",
+    "OffsetAndMetadata": "strand.client.structs",
     "TopicPartition": "strand.client.structs",
     "TransportError": "strand.client.channel",
     "Consumer": "strand.consumer.consumer",
@@ -78,6 +79,7 @@ __all__ = [
     "ConsumerRecord",
     "NewTopic",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "PartitionDescription",
     "Producer",
     "ProducerClosedError",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 import click
@@ -22,6 +23,7 @@ from strand.errors import StrandError
 
 if TYPE_CHECKING:  # decoding (cramjam) loads with the consumer
     from strand.consumer.records import ConsumerRecord
+    from strand.producer import Producer
 
 ACKS = click.Choice(["0", "1", "all", "-1"])
 FORMAT_HELP = ("tokens: %t topic, %p partition, %o offset, %T timestamp (ms), %k key, "
@@ -74,14 +76,34 @@ class _Failures:
               help="send every line to this partition")
 @click.option("--max-block-ms", type=click.IntRange(1), default=60_000, show_default=True,
               help="how long to wait for the topic's metadata (and buffer space)")
+@click.option("--transactional-id", default=None, metavar="ID",
+              help="send the input as transactions of this transactional id: all of it as "
+                   "one, committed at the end (or every --transaction-records lines); an "
+                   "error or Ctrl-C aborts the open one. read_committed consumers see whole "
+                   "transactions only")
+@click.option("--transaction-records", type=click.IntRange(1), default=None, metavar="N",
+              help="with --transactional-id: commit every N lines")
+@click.option("--transaction-timeout-ms", type=click.IntRange(1, 900_000), default=60_000,
+              show_default=True,
+              help="with --transactional-id: the coordinator aborts a transaction open "
+                   "longer than this")
 @click.pass_context
 @friendly_errors
 def produce(ctx: click.Context, topic: str, key_separator: str | None,
             line_format: str | None, headers: tuple[str, ...], null_literal: str | None,
-            acks: str, compression: str, partition: int | None, max_block_ms: int) -> None:
+            acks: str, compression: str, partition: int | None, max_block_ms: int,
+            transactional_id: str | None, transaction_records: int | None,
+            transaction_timeout_ms: int) -> None:
     """Send each line of standard input as a record of TOPIC. A record that fails is
     reported on stderr at once with its line number; the exit status is then 1."""
     from strand.producer import Producer
+
+    if transactional_id is None and transaction_records is not None:
+        raise click.UsageError("--transaction-records needs --transactional-id")
+    if transactional_id == "":
+        raise click.BadParameter("must not be empty", param_hint="--transactional-id")
+    if transactional_id is not None and acks not in ("all", "-1"):
+        raise click.UsageError("--transactional-id needs --acks all")
 
     if key_separator is not None and line_format is not None:
         raise click.UsageError("give --key-separator or --line-format, not both")
@@ -97,26 +119,34 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
         raise click.UsageError(str(exc)) from None
     await_topic(ctx, topic, max_block_ms, "--max-block-ms")
     failures = _Failures()
+
+    def send(producer: Producer, line: bytes, number: int) -> None:
+        if reader is None:
+            producer.send(topic, value=line, headers=static, partition=partition,
+                          on_delivery=failures.callback(number))
+            return
+        fields = reader.parse(line)
+        producer.send(topic, value=fields.value, key=fields.key,
+                      headers=static + fields.headers,
+                      partition=partition if fields.partition is None else fields.partition,
+                      timestamp_ms=fields.timestamp_ms, on_delivery=failures.callback(number))
+
+    settings: dict[str, Any] = {
+        "acks": parse_acks(acks), "max_block_ms": max_block_ms,
+        "compression_type": None if compression == "none" else compression}
+    if transactional_id is not None:
+        with Producer(bootstrap(ctx), transactional_id=transactional_id,
+                      transaction_timeout_ms=transaction_timeout_ms, **settings) as producer:
+            _produce_transactions(ctx, producer, topic, send, failures, transaction_records)
+        return
     lines = 0
     interrupted = False
-    with Producer(bootstrap(ctx), acks=parse_acks(acks), max_block_ms=max_block_ms,
-                  compression_type=None if compression == "none" else compression) as producer:
+    with Producer(bootstrap(ctx), **settings) as producer:
         try:
             for raw in sys.stdin.buffer:
                 lines += 1
-                line = raw.rstrip(b"\r\n")
                 try:
-                    if reader is None:
-                        producer.send(topic, value=line, headers=static, partition=partition,
-                                      on_delivery=failures.callback(lines))
-                        continue
-                    fields = reader.parse(line)
-                    producer.send(topic, value=fields.value, key=fields.key,
-                                  headers=static + fields.headers,
-                                  partition=partition if fields.partition is None
-                                  else fields.partition,
-                                  timestamp_ms=fields.timestamp_ms,
-                                  on_delivery=failures.callback(lines))
+                    send(producer, raw.rstrip(b"\r\n"), lines)
                 except (StrandError, ValueError, TypeError) as exc:
                     failures.report(lines, exc)
         except KeyboardInterrupt:  # Ctrl-C: deliver what was read, then stop
@@ -129,6 +159,50 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
     err.print(f"sent {sent} records to {topic}")
     if interrupted:
         ctx.exit(130)
+
+
+def _produce_transactions(ctx: click.Context, producer: Producer, topic: str,
+                          send: Callable[[Producer, bytes, int], None], failures: _Failures,
+                          per_transaction: int | None) -> None:
+    """``strand produce --transactional-id``: the input in transactions (all of it, or
+    every ``per_transaction`` lines); the first error or Ctrl-C aborts the open one
+    and stops (committed ones stay committed)."""
+    from strand.errors import ProducerFencedError
+
+    producer.init_transactions()
+    lines = committed = transactions = open_lines = 0
+    try:
+        for raw in sys.stdin.buffer:
+            if open_lines == 0:
+                producer.begin_transaction()
+            lines += 1
+            open_lines += 1
+            try:
+                send(producer, raw.rstrip(b"\r\n"), lines)
+            except (StrandError, ValueError, TypeError) as exc:
+                failures.report(lines, exc)
+                raise
+            if per_transaction is not None and open_lines >= per_transaction:
+                producer.commit_transaction()
+                committed, transactions, open_lines = committed + open_lines, transactions + 1, 0
+        if open_lines:
+            producer.commit_transaction()
+            committed, transactions, open_lines = committed + open_lines, transactions + 1, 0
+    except (KeyboardInterrupt, StrandError, ValueError, TypeError) as exc:
+        if isinstance(exc, ProducerFencedError):
+            raise click.ClickException(
+                f"{exc}; committed {committed} records in {transactions} transactions "
+                "before") from None
+        if open_lines:
+            producer.abort_transaction()
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"failed: {exc}"
+        message = (f"{why}: aborted the open transaction ({open_lines} records); committed "
+                   f"{committed} records to {topic} in {transactions} transactions")
+        if isinstance(exc, KeyboardInterrupt):
+            err.print(message, markup=False)
+            ctx.exit(130)
+        raise click.ClickException(message) from None
+    err.print(f"sent {committed} records to {topic} in {transactions} transactions")
 
 
 def _output_format(fmt: str | None, print_key: bool, print_offset: bool,
@@ -170,13 +244,17 @@ def _output_format(fmt: str | None, print_key: bool, print_offset: bool,
 @click.option("--idle-timeout-ms", type=click.IntRange(1), default=None,
               help="with --group: exit after this long without a new record (counted from "
                    "the start, also while waiting for the topic or the group)")
+@click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
+              default="read_uncommitted", show_default=True,
+              help="read_committed: only records of committed transactions, up to the last "
+                   "stable offset")
 @click.pass_context
 @friendly_errors
 def consume(ctx: click.Context, topic: str, from_beginning: bool,
             auto_offset_reset: str | None, partition: int | None, offset: int | None,
             max_messages: int | None, follow: bool, fmt: str | None, print_key: bool,
             print_offset: bool, null_literal: str, timeout_ms: int, group_id: str | None,
-            idle_timeout_ms: int | None) -> None:
+            idle_timeout_ms: int | None, isolation_level: str) -> None:
     """Print the records of TOPIC, one value per line. SIGTERM or Ctrl-C stops it
     cleanly (a group member commits what it printed and leaves the group), with
     exit status 0 or 130."""
@@ -186,19 +264,22 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool,
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     output = _output_format(fmt, print_key, print_offset, null_literal)
+    isolation = cast(Literal["read_uncommitted", "read_committed"], isolation_level)
     if group_id is not None:
         if partition is not None or offset is not None:
             raise click.UsageError("--group shares the partitions: no --partition/--offset")
         if from_beginning and auto_offset_reset == "latest":
             raise click.UsageError("--from-beginning contradicts --auto-offset-reset latest")
         reset = cast(Literal["earliest", "latest"], auto_offset_reset or "earliest")
-        _consume_in_group(ctx, topic, group_id, reset, max_messages, output, idle_timeout_ms)
+        _consume_in_group(ctx, topic, group_id, reset, max_messages, output, idle_timeout_ms,
+                          isolation)
         return
     if auto_offset_reset is not None:
         raise click.UsageError("--auto-offset-reset is for --group (else: --from-beginning)")
     await_topic(ctx, topic, None if follow else timeout_ms, "--timeout-ms")
     out = sys.stdout.buffer
-    with Consumer(bootstrap(ctx)) as consumer, Stopper(consumer) as stopper:
+    with Consumer(bootstrap(ctx), isolation_level=isolation) as consumer, \
+            Stopper(consumer) as stopper:
         partitions = consumer.partitions_for(topic)
         tps = [TopicPartition(topic, p) for p in partitions
                if partition is None or p == partition]
@@ -255,7 +336,8 @@ def _write_all(out: BinaryIO, output: OutputFormat,
 def _consume_in_group(ctx: click.Context, topic: str, group_id: str,
                       reset: Literal["earliest", "latest"],
                       max_messages: int | None, output: OutputFormat,
-                      idle_timeout_ms: int | None) -> None:
+                      idle_timeout_ms: int | None,
+                      isolation: Literal["read_uncommitted", "read_committed"]) -> None:
     """Kafka's console consumer with --group: committed offsets first, else ``reset``.
     What is committed is exactly what was printed: every poll's records are written
     before stopping, and records left unwritten (--max-messages) are sought back to
@@ -268,7 +350,7 @@ def _consume_in_group(ctx: click.Context, topic: str, group_id: str,
     out = sys.stdout.buffer
     seen = 0
     with Consumer(bootstrap(ctx), group_id=group_id, auto_offset_reset=reset,
-                  auto_commit_interval_ms=1000) as consumer:
+                  auto_commit_interval_ms=1000, isolation_level=isolation) as consumer:
         with Stopper(consumer, idle_timeout_ms, started) as stopper:
             consumer.subscribe([topic])
             while not stopper.reason:

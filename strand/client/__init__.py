@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         open_channel,
     )
     from strand.client.metadata import BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
-    from strand.client.structs import TopicPartition
+    from strand.client.structs import OffsetAndMetadata, TopicPartition
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DEFAULT_DEV_DIR": "strand.client.bootstrap",
@@ -42,6 +42,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "MetadataCache": "strand.client.metadata",
     "PartitionInfo": "strand.client.metadata",
     "TopicInfo": "strand.client.metadata",
+    "OffsetAndMetadata": "strand.client.structs",
     "TopicPartition": "strand.client.structs",
 })
 
@@ -53,6 +54,7 @@ __all__ = [
     "BootstrapError",
     "BrokerInfo",
     "MetadataCache",
+    "OffsetAndMetadata",
     "PartitionInfo",
     "TopicInfo",
     "TopicPartition",

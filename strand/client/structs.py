@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["TopicPartition"]
+__all__ = ["OffsetAndMetadata", "TopicPartition"]
 
 
 class TopicPartition(NamedTuple):
@@ -17,3 +17,11 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+class OffsetAndMetadata(NamedTuple):
+    """An offset to commit (the NEXT offset to read, as ``Consumer.commit()`` takes) and
+    the metadata string stored with it (Kafka's ``OffsetAndMetadata``)."""
+
+    offset: int
+    metadata: str = ""

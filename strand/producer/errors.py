@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from strand.errors import ErrorCode, StrandError
 
-__all__ = ["BufferExhaustedError", "ProducerClosedError"]
+__all__ = ["BufferExhaustedError", "ProducerClosedError", "TransactionAbortableError"]
 
 
 class BufferExhaustedError(StrandError):
@@ -24,3 +24,19 @@ class ProducerClosedError(StrandError):
     """A record was sent, or was waiting for buffer memory, after the producer was closed."""
 
     retriable = False
+
+
+class TransactionAbortableError(StrandError):
+    """The open transaction cannot commit any more (a send of it failed, a partition
+    or the offsets could not be added): call ``abort_transaction()``, then begin a new
+    one. The producer itself stays usable (unlike ProducerFencedError). ``cause`` is
+    the failure; the error's code is the cause's (Kafka's TransactionAbortableException
+    wraps it the same way)."""
+
+    retriable = False
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        if isinstance(cause, StrandError):
+            self.code = cause.code

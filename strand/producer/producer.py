@@ -55,7 +55,13 @@ from types import TracebackType
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import MAX_MESSAGE_BYTES
 from strand.client.metadata import MetadataCache, TopicInfo
-from strand.errors import ErrorCode, RequestTimedOutError, UnknownTopicOrPartitionError
+from strand.client.structs import OffsetAndMetadata, TopicPartition
+from strand.errors import (
+    ErrorCode,
+    InvalidTxnStateError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
 from strand.errors import RecordTooLargeError as _RecordTooLargeError
 from strand.producer.errors import ProducerClosedError
 from strand.producer.future import RecordFuture
@@ -64,6 +70,14 @@ from strand.producer.producer_batch import Callback
 from strand.producer.record_accumulator import RecordAccumulator, RecordAppendResult
 from strand.producer.sender import Sender, SenderConfig
 from strand.producer.transaction_manager import MAX_INFLIGHT_BATCHES, TransactionManager
+from strand.producer.transactional import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    TransactionalManager,
+    Transactions,
+    validate_transactional,
+)
+from strand.producer.txn_calls import GroupMember, TxnCalls
+from strand.producer.txn_state import TxnStateMachine
 from strand.records import HEADER_SIZE, Compression, record_size
 from strand.records.record import Header
 
@@ -193,8 +207,20 @@ class Producer:
         metadata_max_age_ms: float = 300_000,
         client_id: str | None = None,
         enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int | None = None,
     ) -> None:
         self._acks = _acks(acks)
+        if transactional_id is not None:
+            if transaction_timeout_ms is None:
+                transaction_timeout_ms = DEFAULT_TRANSACTION_TIMEOUT_MS
+            validate_transactional(transactional_id, transaction_timeout_ms)
+            if enable_idempotence is False:
+                raise ValueError("a transactional producer is idempotent: drop "
+                                 "enable_idempotence=False or the transactional_id")
+            enable_idempotence = True
+        elif transaction_timeout_ms is not None:
+            raise ValueError("transaction_timeout_ms needs a transactional_id")
         self.idempotent = _idempotence(enable_idempotence, self._acks, retries,
                                        max_in_flight_requests)
         compression = Compression.parse(compression_type or "none")
@@ -222,14 +248,29 @@ class Producer:
             batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory,
             max_block_ms=max_block_ms, retry_backoff_ms=retry_backoff_ms,
             compression=compression, wakeup=self._wakeup)
-        self._transaction_manager = TransactionManager() if self.idempotent else None
+        self.transactional_id = transactional_id
+        self._transaction_manager: TransactionManager | None = None
+        if transactional_id is not None:
+            self._transaction_manager = TransactionalManager(TxnStateMachine(transactional_id))
+        elif self.idempotent:
+            self._transaction_manager = TransactionManager()
         self._accumulator.transaction_manager = self._transaction_manager
         self._partitioner = StickyPartitioner()
         self._sender = Sender(self.bootstrap, self._accumulator, self._metadata, SenderConfig(
             acks=self._acks, retries=retries, retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
             max_request_size=max_request_size, max_in_flight_requests=max_in_flight_requests,
-            metadata_wait_ms=max_block_ms, client_id=self.client_id))
+            metadata_wait_ms=max_block_ms, client_id=self.client_id,
+            transactional_id=transactional_id or ""))
+        self._transactions: Transactions | None = None
+        if isinstance(self._transaction_manager, TransactionalManager):
+            assert transactional_id is not None and transaction_timeout_ms is not None
+            self._transactions = Transactions(
+                self._transaction_manager,
+                TxnCalls(transactional_id, transaction_timeout_ms, self.bootstrap,
+                         request_timeout_ms, retry_backoff_ms),
+                self._sender, self.flush, max_block_ms, delivery_timeout_ms)
+            self._sender.transactions = self._transactions
         self._close_lock = threading.Lock()
         self._closed = False
         self._sender.start()
@@ -269,6 +310,8 @@ class Producer:
             if timestamp_ms < 0:
                 raise ValueError(f"timestamp_ms must be >= 0, not {timestamp_ms}")
         self._check_size(key_bytes, value_bytes, record_headers)
+        if self._transactions is not None:
+            self._transactions.check_send()  # before any wait for metadata
         callback = on_delivery
         start = time.monotonic()
         block_ms: float | None = None
@@ -282,16 +325,19 @@ class Producer:
             count = len(info.partitions)
             if key_bytes is not None:
                 partition = default_partition(key_bytes, count)
+                self._before_append(topic, partition)
                 result = acc.append(topic, partition, key_bytes, value_bytes, record_headers,
                                     timestamp_ms, callback=callback, max_block_ms=block_ms)
             else:
                 sticky = self._partitioner
                 partition = sticky.partition(topic, count, info.available)
+                self._before_append(topic, partition)
                 result = acc.append(topic, partition, None, value_bytes, record_headers,
                                     timestamp_ms, callback=callback, abort_on_new_batch=True,
                                     max_block_ms=block_ms)
                 if result.abort_for_new_batch:
                     partition = sticky.on_new_batch(topic, partition, count, info.available)
+                    self._before_append(topic, partition)
                     result = acc.append(topic, partition, None, value_bytes, record_headers,
                                         timestamp_ms, callback=callback, max_block_ms=block_ms)
         else:
@@ -304,6 +350,7 @@ class Producer:
             elif partition >= count_known:
                 self._wait_on_metadata(topic, partition, start)
                 block_ms = self._remaining_ms(start)
+            self._before_append(topic, partition)
             result = acc.append(topic, partition, key_bytes, value_bytes, record_headers,
                                 timestamp_ms, callback=callback, max_block_ms=block_ms)
         future = result.future
@@ -314,6 +361,10 @@ class Producer:
         elif result.batch_is_full:
             self._sender.wakeup()
         return future
+
+    def _before_append(self, topic: str, partition: int) -> None:
+        if self._transactions is not None:  # the partition joins the open transaction
+            self._transactions.before_send((topic, partition))
 
     def _check_size(self, key: bytes | None, value: bytes | None, headers: list[Header]) -> None:
         rough = (len(key) if key else 0) + (len(value) if value else 0)
@@ -367,6 +418,53 @@ class Producer:
         if info is None or info.error != ErrorCode.NONE or not info.partitions:
             info = self._wait_on_metadata(topic, None, time.monotonic())
         return [p.partition for p in info.partitions]
+
+    # ----------------------------------------------------------- transactions
+
+    def _txn(self, operation: str) -> Transactions:
+        if self._transactions is None:
+            raise InvalidTxnStateError(
+                f"{operation} needs a transactional producer: create it with "
+                "Producer(..., transactional_id=...)")
+        if self._closed:
+            raise ProducerClosedError(f"the producer is closed: cannot {operation}")
+        return self._transactions
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional id with its coordinator (InitProducerId): older
+        instances with the same id are fenced, and their open transaction is aborted
+        (or completed, if it was committing). Call once, before the first
+        ``begin_transaction()``. ``timeout`` in seconds (None: ``max_block_ms``);
+        RequestTimedOutError when it passes: call again to keep waiting."""
+        self._txn("init_transactions()").init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction (local: the coordinator hears of it with the first send)."""
+        self._txn("begin_transaction()").begin_transaction()
+
+    def send_offsets_to_transaction(
+            self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+            group_metadata: GroupMember, timeout: float | None = None) -> None:
+        """Commit a consumer group's offsets (the NEXT offset to read, per partition)
+        with the transaction: they become the group's committed offsets if it commits,
+        and vanish if it aborts. ``group_metadata``: the consumer's
+        ``group_metadata()``, so that a zombie consumer of an older generation is
+        fenced (KIP-447)."""
+        self._txn("send_offsets_to_transaction()").send_offsets_to_transaction(
+            offsets, group_metadata, timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit (EndTxn): every record and offset of the transaction
+        becomes visible to read_committed consumers. TransactionAbortableError if a send
+        of it failed (call ``abort_transaction()``); ProducerFencedError if a newer
+        instance exists (close this one)."""
+        self._txn("commit_transaction()").commit_transaction(timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the open transaction: unsent records fail (their futures raise
+        TransactionAbortableError), sent ones are never visible to read_committed
+        consumers."""
+        self._txn("abort_transaction()").abort_transaction(timeout)
 
     # ----------------------------------------------------------- flush / close
 

@@ -146,15 +146,22 @@ class ProducerBatch:
         return self._outcome == "completed"
 
     @property
+    def error(self) -> BaseException | None:
+        """Why the batch failed (None unless it did)."""
+        return self._result.error
+
+    @property
     def has_sequence(self) -> bool:
         return self.base_sequence != NO_SEQUENCE
 
-    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
-        """Stamp the batch for the idempotent producer; its bytes are built again."""
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int,
+                           transactional: bool = False) -> None:
+        """Stamp the batch for the idempotent (and transactional) producer; its bytes
+        are built again."""
         self.producer_id = producer_id
         self.producer_epoch = epoch
         self.base_sequence = base_sequence
-        self._builder.set_producer_state(producer_id, epoch, base_sequence)
+        self._builder.set_producer_state(producer_id, epoch, base_sequence, transactional)
         self._built = None
 
     def reset_producer_state(self) -> None:

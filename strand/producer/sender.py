@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -68,6 +68,9 @@ from strand.producer.errors import ProducerClosedError
 from strand.producer.producer_batch import ProducerBatch, TopicPartition
 from strand.producer.record_accumulator import RecordAccumulator
 from strand.producer.transaction_manager import TransactionManager
+
+if TYPE_CHECKING:
+    from strand.producer.transactional import Transactions
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import transactions_pb2 as pb_txn
@@ -128,6 +131,7 @@ class SenderConfig:
     max_in_flight_requests: int = 5
     metadata_wait_ms: float = 60_000
     client_id: str = ""
+    transactional_id: str = ""  # sent with each Produce (KIP-890 verification)
 
 
 class Sender:
@@ -162,6 +166,8 @@ class Sender:
         self._tm: TransactionManager | None = accumulator.transaction_manager
         self._init_task: asyncio.Task[None] | None = None
         self._next_init = 0.0  # InitProducerId backoff after a failure
+        # Set by a transactional Producer: adds partitions to the transaction each turn.
+        self.transactions: Transactions | None = None
 
     # ------------------------------------------------------------- thread control
 
@@ -323,6 +329,10 @@ class Sender:
         if tm.fatal_error is not None:
             self.accumulator.abort_incomplete_batches(tm.fatal_error)
             return math.inf
+        if self.transactions is not None:
+            # Transactional: the id and its epochs come from the coordinator, at
+            # init_transactions() and an abort's bump, never from here.
+            return self.transactions.sender_turn()
         if tm.bump_needed and not tm.needs_new_producer_id and not any(self._inflight.values()):
             tm.bump_epoch()  # False at the largest epoch: a new producer id is due
             log.info("producer %s: bumped to epoch %d after a sequence gap",
@@ -445,7 +455,7 @@ class Sender:
                 topics.setdefault(topic, []).append((partition, [b.build() for b in group]))
             # The batches are copied once, into the wire message (strand.client.wire).
             request = encode_produce_request(config.acks, int(config.request_timeout_ms),
-                                             topics)
+                                             topics, config.transactional_id)
             assert self._produce_rpc is not None
             call = self._produce_rpc(request, timeout=config.request_timeout_ms / 1000)
             if config.acks == 0:
@@ -572,6 +582,24 @@ class Sender:
             self._wake_pending = False
             if self._event is not None:
                 self._event.set()
+
+    # ------------------------------------------------------------ transactions
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The sender thread's event loop (None before it starts)."""
+        return None if self._stopped else self._loop
+
+    def gateway_stub(self) -> gateway_pb2_grpc.GatewayStub:
+        """The gateway stub of the sender's channel (use on its loop only)."""
+        assert self._stub is not None, "the sender thread has not started"
+        return self._stub
+
+    def fail_queued(self, error: StrandError) -> None:
+        """Fail every batch not yet sent (on the sender thread): the transaction they
+        belong to is aborting."""
+        if self.accumulator.has_undrained():
+            self._drain_and_fail(set(self._partitions), lambda tp, n: error)
 
     # ------------------------------------------------------------------ expiry
 

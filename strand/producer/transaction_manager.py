@@ -56,6 +56,8 @@ class _PartitionState:
 class TransactionManager:
     """Producer id, epoch and per-partition sequences of one idempotent producer."""
 
+    transactional = False  # strand.producer.transactional.TransactionalManager: True
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.producer_id = -1
@@ -141,7 +143,8 @@ class TransactionManager:
             if batch.has_sequence:
                 return
             state = self._partitions.setdefault(tp, _PartitionState())
-            batch.set_producer_state(self.producer_id, self.epoch, state.next_sequence)
+            batch.set_producer_state(self.producer_id, self.epoch, state.next_sequence,
+                                     self.transactional)
             state.next_sequence += batch.record_count
             state.inflight.append(batch)
 

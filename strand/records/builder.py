@@ -191,12 +191,17 @@ class BatchBuilder:
         return offset_delta
 
     def set_producer_state(self, producer_id: int, producer_epoch: int,
-                           base_sequence: int) -> None:
-        """Stamp the idempotent producer's id, epoch and sequence (set when the producer
-        sends the batch, after its records were appended)."""
+                           base_sequence: int, transactional: bool = False) -> None:
+        """Stamp the idempotent producer's id, epoch and sequence, and whether the
+        batch belongs to a transaction (set when the producer sends the batch, after
+        its records were appended)."""
         self._producer_id = producer_id
         self._producer_epoch = producer_epoch
         self._base_sequence = base_sequence
+        if transactional:
+            self._attributes |= TRANSACTIONAL_FLAG
+        else:
+            self._attributes &= ~TRANSACTIONAL_FLAG
 
     def set_last_offset_delta(self, last_offset_delta: int) -> None:
         """Keep a batch's original offset span when the cleaner drops its tail records."""

@@ -50,6 +50,16 @@ def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkClust
     cluster.stop()
 
 
+@pytest.fixture(scope="module")
+def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
+    """Three storage nodes, a group and a transaction coordinator, shared by a test
+    module."""
+    cluster = start_sdk_cluster(tmp_path_factory.mktemp("txn"), nodes=3, name="txn",
+                                coordinators=1, txn_coordinators=1)
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
 def sdk_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., SdkCluster]]:
     """Start a cluster of its own for one test (``nodes`` storage nodes); stopped after it."""

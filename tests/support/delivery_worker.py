@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Literal
 
 from strand import Consumer, Producer
 from strand.client.structs import TopicPartition
@@ -50,7 +51,8 @@ def _next_offsets(records: list[ConsumerRecord]) -> dict[TopicPartition, int]:
 
 
 def main(mode: str, bootstrap: str, group: str, topic: str, count: int, out: str) -> None:
-    isolation = "read_committed" if mode == "transactional" else "read_uncommitted"
+    isolation: Literal["read_committed", "read_uncommitted"] = (
+        "read_committed" if mode == "transactional" else "read_uncommitted")
     consumer = Consumer(bootstrap, group_id=group, enable_auto_commit=False,
                         isolation_level=isolation, fetch_max_wait_ms=100,
                         session_timeout_ms=6_000)

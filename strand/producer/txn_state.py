@@ -1,0 +1,248 @@
+"""The transactional producer's state machine (Kafka's client-side TransactionManager
+states, KIP-98), pure: no I/O, no threads of its own.
+
+States and the moves between them, as Kafka's ``TransactionManager.State``::
+
+    UNINITIALIZED  -> INITIALIZING                       init_transactions()
+    INITIALIZING   -> READY                              InitProducerId answered
+    READY          -> IN_TRANSACTION                     begin_transaction()
+    IN_TRANSACTION -> COMMITTING_TRANSACTION             commit_transaction()
+    IN_TRANSACTION / ABORTABLE_ERROR
+                   -> ABORTING_TRANSACTION               abort_transaction()
+    COMMITTING / ABORTING -> READY                       EndTxn answered
+    ABORTING       -> INITIALIZING                       the abort needs an epoch bump
+                                                         (KIP-360, through the coordinator)
+    IN_TRANSACTION / COMMITTING / INITIALIZING / ABORTABLE_ERROR
+                   -> ABORTABLE_ERROR                    a send or request of the
+                                                         transaction failed
+    any            -> FATAL_ERROR                        fenced: a newer instance exists
+
+It also keeps which partitions the open transaction has (Kafka's new / pending /
+added sets): a partition's records may be sent only once the coordinator has added
+it (AddPartitionsToTxn), so that no write lands outside the transaction.
+
+Thread-safe: user threads (the API calls, ``send()``) and the sender thread (answers,
+failed batches) share one instance.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+
+from strand.errors import InvalidTxnStateError
+from strand.producer.errors import TransactionAbortableError
+from strand.producer.producer_batch import TopicPartition
+
+__all__ = ["TRANSITIONS", "TxnState", "TxnStateMachine"]
+
+
+class TxnState(enum.Enum):
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+
+S = TxnState
+# target -> the states it may be entered from (Kafka's State.isTransitionValid).
+TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    S.UNINITIALIZED: frozenset({S.UNINITIALIZED}),
+    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
+    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
+    S.IN_TRANSACTION: frozenset({S.READY}),
+    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
+    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION,
+                                  S.ABORTABLE_ERROR, S.INITIALIZING}),
+    S.FATAL_ERROR: frozenset(TxnState),
+}
+
+
+class TxnStateMachine:
+    """The state of one transactional producer; see the module docstring."""
+
+    def __init__(self, transactional_id: str) -> None:
+        self.transactional_id = transactional_id
+        self._lock = threading.Lock()
+        self._state = TxnState.UNINITIALIZED
+        self._error: BaseException | None = None  # the abortable or fatal cause
+        self._new: set[TopicPartition] = set()  # sent to, not yet asked for
+        self._pending: set[TopicPartition] = set()  # AddPartitionsToTxn in flight
+        self._added: set[TopicPartition] = set()  # in the coordinator's transaction
+        # The coordinator has an open transaction for us (a partition or the offsets
+        # of a group were added): only then is an EndTxn due.
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"TxnStateMachine({self.transactional_id!r}, {self._state.name})"
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> TxnState:
+        return self._state
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        return self._error if self._state is TxnState.FATAL_ERROR else None
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def transition(self, target: TxnState, operation: str = "") -> None:
+        """Move to ``target``, or raise: the fatal error in FATAL_ERROR, the abortable
+        one in ABORTABLE_ERROR (unless aborting), else InvalidTxnStateError."""
+        with self._lock:
+            self._transition(target, operation)
+
+    def _transition(self, target: TxnState, operation: str) -> None:
+        source = self._state
+        if source not in TRANSITIONS[target]:
+            if source is TxnState.FATAL_ERROR:
+                assert self._error is not None
+                raise self._error
+            if source is TxnState.ABORTABLE_ERROR and target is not S.ABORTING_TRANSACTION:
+                raise self._abortable()
+            what = operation or f"move to {target.name}"
+            raise InvalidTxnStateError(
+                f"transactional producer {self.transactional_id!r}: cannot {what} in state "
+                f"{source.name}{_HINTS.get((source, target), '')}")
+        self._state = target
+        if target in (S.READY, S.INITIALIZING):
+            self._error = None
+        if target is S.READY:
+            self._new.clear()
+            self._pending.clear()
+            self._added.clear()
+            self._started = False
+        elif target is S.ABORTING_TRANSACTION:
+            self._new.clear()  # never add a partition to a transaction being aborted
+
+    def _abortable(self) -> TransactionAbortableError:
+        return TransactionAbortableError(
+            f"the transaction of {self.transactional_id!r} cannot commit: {self._error}; "
+            "call abort_transaction() and start again", cause=self._error)
+
+    def maybe_fail(self) -> None:
+        """Raise the error that ends this producer (fatal) or its transaction."""
+        with self._lock:
+            error = self._failure()
+        if error is not None:
+            raise error
+
+    def _failure(self) -> BaseException | None:
+        if self._state is TxnState.FATAL_ERROR:
+            return self._error
+        if self._state is TxnState.ABORTABLE_ERROR:
+            return self._abortable()
+        return None
+
+    def set_abortable(self, error: BaseException) -> None:
+        """A send or request of the open transaction failed: it can only abort. Nothing
+        changes while aborting (its own failures are expected) or outside a transaction."""
+        with self._lock:
+            if self._state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
+                self._state = S.ABORTABLE_ERROR
+                self._error = error
+
+    def set_fatal(self, error: BaseException) -> None:
+        """This instance is fenced (or misconfigured): every later call raises ``error``."""
+        with self._lock:
+            if self._state is not S.FATAL_ERROR:
+                self._state = S.FATAL_ERROR
+                self._error = error
+
+    # ------------------------------------------------------------- partitions
+
+    def require_transaction(self, operation: str) -> None:
+        """Raise unless a transaction is open: the fatal or abortable error, else
+        InvalidTxnStateError."""
+        with self._lock:
+            if self._state is S.IN_TRANSACTION:
+                return
+            error = self._not_in_transaction(operation)
+        raise error
+
+    def _not_in_transaction(self, operation: str) -> BaseException:
+        return self._failure() or InvalidTxnStateError(
+            f"transactional producer {self.transactional_id!r}: cannot {operation} in "
+            f"state {self._state.name}: "
+            + ("call init_transactions() first" if self._state is S.UNINITIALIZED
+               else "call begin_transaction() first" if self._state is S.READY
+               else "the transaction is ending"))
+
+    def add_partition(self, tp: TopicPartition) -> None:
+        """``send()`` to ``tp``: allowed in a transaction only; a partition the
+        transaction does not have yet is queued for AddPartitionsToTxn."""
+        with self._lock:
+            if self._state is S.IN_TRANSACTION:
+                if tp not in self._added and tp not in self._pending:
+                    self._new.add(tp)
+                return
+            error = self._not_in_transaction(f"send to {tp[0]}-{tp[1]}")
+        raise error
+
+    def is_send_allowed(self, tp: TopicPartition) -> bool:
+        """Whether the coordinator has ``tp`` in the open transaction (and it may still
+        commit)."""
+        return tp in self._added and self._state in (S.IN_TRANSACTION,
+                                                     S.COMMITTING_TRANSACTION)
+
+    def take_new_partitions(self) -> set[TopicPartition]:
+        """The partitions to add in one AddPartitionsToTxn (none while one is in flight,
+        or when the transaction can no longer commit)."""
+        with self._lock:
+            if self._pending or not self._new or self._state not in (
+                    S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
+                return set()
+            taken, self._new = self._new, set()
+            self._pending = set(taken)
+            return taken
+
+    def partitions_added(self, tps: set[TopicPartition]) -> None:
+        with self._lock:
+            self._pending -= tps
+            self._added |= tps
+            self._started = True
+
+    def partitions_not_added(self, tps: set[TopicPartition]) -> None:
+        """AddPartitionsToTxn failed retriably: ask again."""
+        with self._lock:
+            self._pending -= tps
+            if self._state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
+                self._new |= tps
+
+    @property
+    def adding(self) -> bool:
+        """Partitions wait to be added, or an add is in flight."""
+        return bool(self._new or self._pending)
+
+    def offsets_added(self) -> None:
+        with self._lock:
+            self._started = True
+
+    def added_partitions(self) -> frozenset[TopicPartition]:
+        with self._lock:
+            return frozenset(self._added)
+
+
+_HINTS: dict[tuple[TxnState, TxnState], str] = {
+    (S.UNINITIALIZED, S.IN_TRANSACTION): ": call init_transactions() first",
+    (S.READY, S.COMMITTING_TRANSACTION): ": no transaction is open (begin_transaction())",
+    (S.READY, S.ABORTING_TRANSACTION): ": no transaction is open (begin_transaction())",
+    (S.UNINITIALIZED, S.COMMITTING_TRANSACTION): ": call init_transactions() first",
+    (S.UNINITIALIZED, S.ABORTING_TRANSACTION): ": call init_transactions() first",
+    (S.IN_TRANSACTION, S.IN_TRANSACTION): ": a transaction is already open",
+    (S.READY, S.INITIALIZING): ": init_transactions() was already called",
+    (S.IN_TRANSACTION, S.INITIALIZING): ": init_transactions() was already called",
+}
