@@ -6,7 +6,8 @@
 Progress goes to stderr; the summary table to stdout (to stderr with ``--json``,
 when stdout carries the JSON report). Exit status: 0 when every check passed, 1
 when any of lost / divergence / order / phantom / replica mismatches / re-read /
-skipped is non-zero
+skipped / dup / aborted reads / torn / past LSO / txns lost / pipe dup / pipe missing
+is non-zero
 or the cluster did not recover by itself after a fault (a process exited, or it
 was not healthy again within the recovery timeout), 2 when the harness itself
 could not run (or left processes behind).
@@ -21,10 +22,12 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from .exactly_once import ExactlyOnceSettings
 from .faults import KINDS
 from .group_workload import GroupSettings
 from .runner import ChaosConfig, run
 from .summary import print_summary
+from .txn_workload import TxnSettings
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
@@ -57,6 +60,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
     parser.add_argument("--offsets-share", type=float, default=0.34,
                         help="share of the leader faults aimed at the group's "
                              "__consumer_offsets leader")
+    parser.add_argument("--no-idempotence", action="store_true",
+                        help="plain writers on the chaos topic (a retry may write twice: "
+                             "counted, not an error)")
+    parser.add_argument("--transactional-producers", type=int, default=2,
+                        help="transactional producers over chaos-txa/chaos-txb (0: none)")
+    parser.add_argument("--txn-rate", type=float, default=5,
+                        help="transactions per second per transactional producer")
+    parser.add_argument("--pipeline-workers", type=int, default=2,
+                        help="consume-transform-produce workers chaos-in -> chaos-out "
+                             "(0: no pipeline)")
+    parser.add_argument("--pipeline-rate", type=float, default=20,
+                        help="records/s fed to the pipeline's input")
     parser.add_argument("--workdir", type=Path, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (logs, data) even when the run passed")
@@ -74,7 +89,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
                          keep=args.keep, offsets_share=args.offsets_share,
                          group=GroupSettings(members=args.group_members, churn=args.churn,
                                              crash_share=args.crash_share,
-                                             assignor=args.assignor))
+                                             assignor=args.assignor),
+                         idempotence=not args.no_idempotence,
+                         exactly_once=ExactlyOnceSettings(
+                             transactional_producers=args.transactional_producers,
+                             pipeline_workers=args.pipeline_workers,
+                             pipeline_rate=args.pipeline_rate,
+                             txn=TxnSettings(rate=args.txn_rate)))
     return config, args.json
 
 

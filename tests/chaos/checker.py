@@ -31,7 +31,7 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from strand.errors import CorruptRecordError
@@ -40,6 +40,7 @@ from strand.records.batch import batch_size_at, validate_batch
 from .group_checker import GROUP_CHECKS, check_group
 from .history import (
     AMBIGUOUS,
+    COMMITTED,
     FAILED,
     FINAL_SESSION,
     OK,
@@ -49,10 +50,15 @@ from .history import (
     History,
     ReplicaResult,
 )
+from .pipeline_checker import PIPELINE_CHECKS, check_pipeline, pipeline_info
+from .txn_checker import TXN_CHECKS, check_txns, txn_info, txn_observations
 
 NO_FAULT = "none"
 FINAL_ROW = "final"
-CHECKS = ("lost", "divergence", "order", "phantom", *GROUP_CHECKS)
+CHECKS = ("lost", "divergence", "order", "phantom", *GROUP_CHECKS, "duplicate", *TXN_CHECKS,
+          *PIPELINE_CHECKS)
+# Charged to the fault in progress when the record was acknowledged (or the next one).
+FORWARD = ("lost", "txn_lost", "pipeline_missing")
 EXAMPLES = 5  # anomalies of each check kept in the report
 
 
@@ -92,30 +98,57 @@ def check_lost(history: History) -> list[Anomaly]:
 
 
 def check_divergence(history: History) -> list[Anomaly]:
-    # (partition, offset) -> value -> (first time seen, observers)
-    seen: dict[tuple[int, int], dict[str, tuple[float, set[str]]]] = defaultdict(dict)
+    """Over the chaos topic and the transactional workloads' topics."""
+    # (topic, partition, offset) -> value -> (first time seen, observers)
+    seen: dict[tuple[str, int, int], dict[str, tuple[float, set[str]]]] = defaultdict(dict)
 
-    def observe(key: tuple[int, int], value: str, t: float, who: str) -> None:
+    def observe(key: tuple[str, int, int], value: str, t: float, who: str) -> None:
         values = seen[key]
         first, observers = values.get(value, (t, set()))
         observers.add(who)
         values[value] = (min(first, t), observers)
 
+    topic = history.topic
     for send in history.sends:
         if send.outcome == OK:
-            observe((send.partition, send.offset), send.value, send.t_done, "ack")
+            observe((topic, send.partition, send.offset), send.value, send.t_done, "ack")
     for read in history.reads:
-        observe((read.partition, read.offset), read.value, read.t, read.session)
+        observe((topic, read.partition, read.offset), read.value, read.t, read.session)
+    for key, value, t, who in txn_observations(history):
+        observe(key, value, t, who)
     anomalies = []
-    for (partition, offset), values in seen.items():
+    for (name, partition, offset), values in seen.items():
         if len(values) < 2:
             continue
         # When the offset started to diverge: the first sighting of its second value.
         t = sorted(first for first, _ in values.values())[1]
         detail = "; ".join(f"{v!r} seen by {', '.join(sorted(who)[:4])}"
                            for v, (_, who) in sorted(values.items()))
+        where = f"{partition}/{offset}" if name == topic else f"{name}-{partition}/{offset}"
         anomalies.append(Anomaly("divergence", t, partition, offset,
-                                 f"{partition}/{offset} yielded {len(values)} values: {detail}"))
+                                 f"{where} yielded {len(values)} values: {detail}"))
+    return anomalies
+
+
+def check_duplicates(history: History) -> list[Anomaly]:
+    """With idempotent writers, a value the final read finds at two offsets was
+    written twice by a producer retry: an error (without idempotence it is expected,
+    and only counted in the info line)."""
+    if not history.idempotent:
+        return []
+    places: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for (partition, offset), value in final_reads(history).items():
+        places[value].append((partition, offset))
+    by_value = {send.value: send for send in history.sends}
+    anomalies = []
+    for value, where in places.items():
+        if len(where) > 1:
+            send = by_value.get(value)
+            t = send.t_done if send is not None and send.t_done >= 0 else history.t_end
+            partition, offset = sorted(where)[1]
+            anomalies.append(Anomaly("duplicate", t, partition, offset,
+                                     f"{value!r} written {len(where)} times, at "
+                                     f"{sorted(where)}, by an idempotent producer"))
     return anomalies
 
 
@@ -250,16 +283,26 @@ class Row:
     owner_changes: int = 0
     reread: int = 0
     skipped: int = 0
+    # Exactly once: a value of an idempotent writer written twice; the transactional
+    # workloads' transactions committed and their checks (txn_checker.py,
+    # pipeline_checker.py).
+    duplicate: int = 0
+    txns_committed: int = 0
+    aborted_read: int = 0
+    torn: int = 0
+    past_lso: int = 0
+    txn_lost: int = 0
+    pipeline_dup: int = 0
+    pipeline_missing: int = 0
 
     @property
     def replica_mismatches(self) -> int:
         return self.replica_checks - self.replicas_identical
 
     def add(self, other: Row) -> None:
-        for name in ("injections", "acked", "lost", "divergence", "order", "phantom",
-                     "ambiguous", "replica_checks", "replicas_identical", "recovered",
-                     "group_reads", "owner_changes", "reread", "skipped"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for f in fields(self):
+            if f.name != "fault":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 @dataclass
@@ -276,8 +319,7 @@ class Report:
     def failed(self) -> bool:
         """A safety property was violated."""
         t = self.total
-        return bool(t.lost or t.divergence or t.order or t.phantom or t.replica_mismatches
-                    or t.reread or t.skipped)
+        return bool(t.replica_mismatches or any(getattr(t, name) for name in CHECKS))
 
     @property
     def unavailable(self) -> bool:
@@ -336,12 +378,16 @@ def check(history: History) -> Report:
         row(charge(t)).group_reads += 1
     for t in group.owner_change_times:
         row(charge(t)).owner_changes += 1
+    for txn in history.txns:
+        if txn.outcome == COMMITTED:
+            row(charge(txn.t_end)).txns_committed += 1
     anomalies = {"lost": check_lost(history), "divergence": check_divergence(history),
                  "order": check_order(history), "phantom": check_phantom(history),
-                 **group.anomalies}
+                 **group.anomalies, "duplicate": check_duplicates(history),
+                 **check_txns(history), **check_pipeline(history)}
     for name, found in anomalies.items():
         for anomaly in found:
-            target = row(charge(anomaly.t, forward=name == "lost"))
+            target = row(charge(anomaly.t, forward=name in FORWARD))
             setattr(target, name, getattr(target, name) + 1)
     for result in history.replicas:
         target = row(FINAL_ROW if result.final else charge(result.t))
@@ -361,6 +407,8 @@ def check(history: History) -> Report:
                                for r in history.replicas if not r.identical][:3 * EXAMPLES]
     report.info = _info(history)
     report.info["group"] = group.info
+    report.info["transactions"] = txn_info(history)
+    report.info["pipeline"] = pipeline_info(history)
     return report
 
 
@@ -391,7 +439,8 @@ def _info(history: History) -> dict[str, Any]:
         "final_hw": {str(p): hw for p, hw in sorted(history.final_hw.items())},
         "final_unreadable_partitions": sorted(set(range(history.partitions))
                                               - history.final_complete),
-        # Written twice by a producer retry (no idempotence yet): expected, not an error.
+        # Written twice by a producer retry: expected without idempotence (with it, the
+        # duplicate check fails).
         "duplicated_in_final": sum(1 for places in final_values.values() if len(places) > 1),
         "ambiguous_found_in_final": recovered,
         # Times from the start of the run; "acked_while_injected": availability.

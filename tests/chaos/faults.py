@@ -11,6 +11,13 @@
 - kill-coordinator: SIGKILL the group coordinator instance owning the chaos group's
   shard (``shards/groups/<k>`` in etcd); held TTL + 2 s (the other instance takes
   the shard over from __consumer_offsets); restart (it may take the shard back).
+- kill-transaction-coordinator: SIGKILL the transaction coordinator owning the shard
+  of a live transactional id of the workloads (``shards/txns/<k>``); held TTL + 2 s
+  (the other instance takes the shard over from __transaction_state and finishes
+  what it finds in Prepare*); restart.
+- pause-coordinator: SIGSTOP the owner of the group's shard or of a transactional
+  id's shard (a coin decides), longer than its lease (TTL + 2 s): the other instance
+  takes over while the paused one still believes it owns the shard; SIGCONT.
 
 The three leader faults aim, with probability ``offsets_share``, at the leader of
 the group's partition of ``__consumer_offsets`` instead of a random partition of the
@@ -30,10 +37,10 @@ from dataclasses import dataclass
 
 from strand.coordination.shards import GROUP_TOPIC
 
-from .harness import CONTROLLERS, COORDINATORS, STORAGE_NODES, ChaosCluster
+from .harness import CONTROLLERS, COORDINATORS, STORAGE_NODES, TXN_COORDINATORS, ChaosCluster
 
 KINDS = ("kill-leader", "pause-leader", "kill-controller", "restart-etcd", "partition-node",
-         "kill-coordinator")
+         "kill-coordinator", "kill-transaction-coordinator", "pause-coordinator")
 
 
 @dataclass
@@ -98,20 +105,42 @@ class Faults:
             return Injected(kind, target, 2 * self.ttl + 2,
                             f"{note}; {silenced} connections silenced")
         if kind == "kill-coordinator":
-            owner = cluster.shard_owner()
-            target = owner if owner in COORDINATORS else self.rng.choice(COORDINATORS)
+            target, note = self._group_coordinator()
             cluster.kill(target)
-            return Injected(kind, target, self.ttl + 2,
-                            f"owner of the group's shard {cluster.group_shard()}"
-                            if owner == target else "no owner known; a random one")
+            return Injected(kind, target, self.ttl + 2, note)
+        if kind == "kill-transaction-coordinator":
+            target, note = self._txn_coordinator()
+            cluster.kill(target)
+            return Injected(kind, target, self.ttl + 2, note)
+        if kind == "pause-coordinator":
+            target, note = (self._txn_coordinator() if self.rng.random() < 0.5
+                            else self._group_coordinator())
+            cluster.signal(target, signal.SIGSTOP)
+            return Injected(kind, target, self.ttl + 2, note)
         raise ValueError(f"unknown fault {kind!r}; known: {', '.join(KINDS)}")
+
+    def _group_coordinator(self) -> tuple[str, str]:
+        owner = self.cluster.shard_owner()
+        if owner is not None and owner in COORDINATORS:
+            return owner, f"owner of the group's shard {self.cluster.group_shard()}"
+        return self.rng.choice(COORDINATORS), "no owner of the group's shard known; a random one"
+
+    def _txn_coordinator(self) -> tuple[str, str]:
+        """The owner of a random live transactional id's shard (from etcd)."""
+        if self.cluster.txn_ids:
+            txn_id = self.rng.choice(self.cluster.txn_ids)
+            owner = self.cluster.txn_shard_owner(txn_id)
+            if owner is not None and owner in TXN_COORDINATORS:
+                return owner, (f"owner of shard {self.cluster.txn_shard(txn_id)} of "
+                               f"__transaction_state ({txn_id!r})")
+        return self.rng.choice(TXN_COORDINATORS), "no transactional id's owner known; a random one"
 
     def heal(self, fault: Injected) -> None:
         cluster = self.cluster
         if fault.kind in ("kill-leader", "kill-controller", "restart-etcd",
-                          "kill-coordinator"):
+                          "kill-coordinator", "kill-transaction-coordinator"):
             cluster.restart(fault.target)
-        elif fault.kind == "pause-leader":
+        elif fault.kind in ("pause-leader", "pause-coordinator"):
             cluster.signal(fault.target, signal.SIGCONT)
         elif fault.kind == "partition-node":
             cluster.heal(fault.target)

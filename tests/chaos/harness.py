@@ -1,11 +1,12 @@
 """A local Strand cluster of real processes the chaos harness can hurt.
 
-etcd, two controllers, three storage nodes, a gateway and two group coordinators
-(``services.groups``: one takes the chaos group's shard over when the other dies) on
-127.0.0.1, each a real process started by :mod:`strand.launcher`. Storage nodes and
-controllers listen on private ports and advertise a port of the proxy process
-(``proxy.py``), so that a node can be cut off from its peers, the gateway and the
-controllers while etcd stays reachable.
+etcd, two controllers, three storage nodes, a gateway, two group coordinators
+(``services.groups``: one takes the chaos group's shard over when the other dies) and
+two transaction coordinators (``services.transactions``: likewise for the shards of
+``__transaction_state``) on 127.0.0.1, each a real process started by
+:mod:`strand.launcher`. Storage nodes and controllers listen on private ports and
+advertise a port of the proxy process (``proxy.py``), so that a node can be cut off
+from its peers, the gateway and the controllers while etcd stays reachable.
 
 Every child is started through ``setpriv --pdeathsig KILL`` (see
 ``strand.launcher.signals``): if the harness itself is killed, the kernel kills the
@@ -28,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strand.coordination.shards import GROUP_TOPIC, shard_for
+from strand.cluster.keys import KeySpace
+from strand.coordination.shards import GROUP_TOPIC, TRANSACTION_TOPIC, shard_for
 from strand.launcher import (
     REPO,
     Boot,
@@ -47,8 +49,10 @@ from strand.launcher.etcd_reads import EtcdUnreachable, etcd_range
 STORAGE_NODES = (1, 2, 3)
 CONTROLLERS = ("controller-0", "controller-1")
 COORDINATORS = ("groups-0", "groups-1")  # process names = their instance ids
+TXN_COORDINATORS = ("txns-0", "txns-1")  # transaction coordinators, likewise
 GROUP_ID = "chaos-group"  # the consumer group of group_workload.py
 GROUP_SHARDS = 4  # partitions of __consumer_offsets
+TXN_SHARDS = 4  # partitions of __transaction_state
 STOP_TIMEOUT = 10.0  # s for each kind of process to stop before SIGKILL
 
 
@@ -117,6 +121,9 @@ class ChaosCluster:
     proxy: ProxyProcess | None = None
     spawned: set[int] = field(default_factory=set)  # every PID ever started (orphan check)
     group_id: str = GROUP_ID
+    # The transactional ids the workloads use (their shards must have an owner for
+    # the cluster to count as healthy; the transaction coordinator faults aim at them).
+    txn_ids: tuple[str, ...] = ()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -127,9 +134,13 @@ class ChaosCluster:
         return ClusterSpec(
             self.workdir, name=self.name, controllers=len(CONTROLLERS),
             storage_nodes=len(STORAGE_NODES), coordinators=len(COORDINATORS),
+            txn_coordinators=len(TXN_COORDINATORS),
             lease_ttl=self.lease_ttl, storage_args=("--maintenance-interval", "1"),
             coordinator_args=("--shards", str(GROUP_SHARDS),
                               "--initial-rebalance-delay-ms", "500"),
+            # Abandoned transactions (a fenced or killed producer's) abort within a
+            # second of their timeout rather than ten.
+            txn_coordinator_args=("--shards", str(TXN_SHARDS), "--abort-interval-ms", "1000"),
             boot=Boot.IN_STAGES, launch=Launch(die_with_parent=True))
 
     def start(self) -> None:
@@ -147,8 +158,9 @@ class ChaosCluster:
                                target=process.listen_port)
         self.cluster.start()
         wait_until(lambda: len(self.coordinators()) == len(COORDINATORS)
+                   and len(self.coordinators(transactions=True)) == len(TXN_COORDINATORS)
                    and self.shard_owner() is not None, 60,
-                   "both group coordinators to register and one to own the group's shard", 0.2)
+                   "the coordinators to register and one to own the group's shard", 0.2)
 
     def _spawned(self, process: Process) -> None:
         assert process.pid is not None
@@ -233,6 +245,10 @@ class ChaosCluster:
 
     # -- cluster state, from etcd ---------------------------------------------------------
 
+    @property
+    def keys(self) -> KeySpace:
+        return KeySpace(self.name)
+
     def _etcd_get(self, key: str, prefix: bool = False) -> dict[str, bytes]:
         return etcd_range(self._cluster().etcd.endpoint, f"/strand/{self.name}/{key}", prefix)
 
@@ -249,10 +265,13 @@ class ChaosCluster:
             return None
         return str(json.loads(value)["controller_id"]) if value else None
 
-    def coordinators(self) -> set[str]:
-        """The group coordinator instances registered (under their leases)."""
+    def coordinators(self, transactions: bool = False) -> set[str]:
+        """The group (or, with ``transactions``, transaction) coordinator instances
+        registered (under their leases)."""
         try:
-            return {k.rsplit("/", 1)[1] for k in self._etcd_get("coordinators/", True)}
+            key = self.keys.txn_coordinators if transactions else self.keys.coordinators
+            return {k.rsplit("/", 1)[1]
+                    for k in etcd_range(self._cluster().etcd.endpoint, key, True)}
         except EtcdUnreachable:
             return set()
 
@@ -268,11 +287,27 @@ class ChaosCluster:
     def shard_owner(self) -> str | None:
         """The coordinator instance that owns the chaos group's shard, from etcd."""
         shard = self.group_shard()
-        if shard is None:
-            return None
+        return None if shard is None else self._owner(self.keys.group_shard(shard))
+
+    def txn_shard(self, transactional_id: str) -> int | None:
+        """The partition of __transaction_state holding ``transactional_id`` (None: no
+        topic yet)."""
         try:
-            value = self._etcd_get(f"shards/groups/{shard}").get(
-                f"/strand/{self.name}/shards/groups/{shard}")
+            value = self._etcd_get(f"topics/{TRANSACTION_TOPIC}").get(
+                f"/strand/{self.name}/topics/{TRANSACTION_TOPIC}")
+        except EtcdUnreachable:
+            return None
+        return shard_for(transactional_id, int(json.loads(value)["partitions"])) \
+            if value else None
+
+    def txn_shard_owner(self, transactional_id: str) -> str | None:
+        """The transaction coordinator instance that owns ``transactional_id``'s shard."""
+        shard = self.txn_shard(transactional_id)
+        return None if shard is None else self._owner(self.keys.txn_shard(shard))
+
+    def _owner(self, key: str) -> str | None:
+        try:
+            value = etcd_range(self._cluster().etcd.endpoint, key).get(key)
         except EtcdUnreachable:
             return None
         return str(json.loads(value)["instance_id"]) if value else None
@@ -296,7 +331,8 @@ class ChaosCluster:
         run, every node be registered, a controller be elected and every partition
         have a registered leader (and, with ``full_isr``, every replica in its ISR);
         both group coordinators registered, one owning the chaos group's shard, whose
-        partition of __consumer_offsets has a registered leader."""
+        partition of __consumer_offsets has a registered leader; both transaction
+        coordinators registered, one owning each of the workloads' transactional ids."""
         down = [p.id for p in self._cluster().processes() if not p.running()]
         if down:
             return [f"not running: {down}"]
@@ -317,12 +353,18 @@ class ChaosCluster:
         coordinators = self.coordinators()
         if len(coordinators) != len(COORDINATORS):
             found.append(f"registered coordinators {sorted(coordinators)}")
+        txn_coordinators = self.coordinators(transactions=True)
+        if len(txn_coordinators) != len(TXN_COORDINATORS):
+            found.append(f"registered transaction coordinators {sorted(txn_coordinators)}")
         shard = self.group_shard()
         offsets = self.partitions(GROUP_TOPIC).get(shard) if shard is not None else None
         if shard is None or self.shard_owner() is None:
             found.append(f"the group's shard {shard} has no coordinator")
         elif offsets is None or offsets.leader not in brokers:
             found.append(f"{GROUP_TOPIC}-{shard} has no registered leader")
+        orphans = [t for t in self.txn_ids if self.txn_shard_owner(t) is None]
+        if orphans:
+            found.append(f"the shards of transactional ids {orphans} have no coordinator")
         return found
 
     def healthy(self, topic: str, partitions: int, full_isr: bool = False) -> bool:

@@ -16,6 +16,12 @@ PENDING = "pending"  # never completed before the producer was closed: ambiguous
 
 FINAL_SESSION = "final"  # the read-back after every fault is healed
 
+# How a transaction of the transactional workloads ended.
+COMMITTED = "committed"  # commit_transaction() returned: all of it must be visible
+ABORTED = "aborted"  # abort_transaction() returned: none of it may be visible
+FENCED = "fenced"  # its producer was replaced mid-transaction: none of it may be visible
+# AMBIGUOUS (above): commit/abort timed out or failed: all of it or none may be visible
+
 # How a group member's ownership of a partition ended.
 REVOKED = "revoked"  # on_partitions_revoked (a rebalance took it back)
 LOST = "lost"  # on_partitions_lost (the member had been expelled from the group)
@@ -47,6 +53,47 @@ class Read:
     offset: int
     value: str
     t: float
+
+
+@dataclass(slots=True)
+class TxnRecord:
+    """One record a transaction meant to write (``offset`` once acknowledged)."""
+
+    topic: str
+    partition: int
+    value: str  # unique in the run
+    offset: int = -1
+
+
+@dataclass(slots=True)
+class Txn:
+    """One transaction of a transactional producer: its intended content and how it
+    ended. A read_committed reader must see all of its records or none."""
+
+    txn_id: str  # the transactional id
+    instance: int  # which Producer instance of that id (a fenced one is replaced)
+    number: int
+    intent: str  # "commit", "abort", or "fence" (replaced mid-transaction)
+    records: list[TxnRecord]
+    t_begin: float
+    outcome: str = PENDING  # COMMITTED / ABORTED / FENCED / AMBIGUOUS
+    t_end: float = -1.0
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRead:
+    """One record a read_committed reader returned from a topic of the transactional
+    workloads, with the last stable offset of the fetch answer that carried it
+    (-1: not known)."""
+
+    session: str
+    topic: str
+    partition: int
+    offset: int
+    value: str
+    t: float
+    lso: int = -1
 
 
 @dataclass(slots=True)
@@ -155,3 +202,18 @@ class History:
     commits: list[Commit] = field(default_factory=list)
     members: dict[str, str] = field(default_factory=dict)  # member -> how it ended
     group_errors: list[str] = field(default_factory=list)
+    # The writers ran with enable_idempotence: a value written twice is an error.
+    idempotent: bool = False
+    # The transactional workload (txn_workload.py) and the read_committed reads of
+    # its topics and of the pipeline's output (txn_reader.py; FINAL_SESSION: the
+    # read-back, complete for the (topic, partition)s in ``txn_final_complete``).
+    txns: list[Txn] = field(default_factory=list)
+    txn_reads: list[TxnRead] = field(default_factory=list)
+    txn_final_complete: set[tuple[str, int]] = field(default_factory=set)
+    # The consume-transform-produce pipeline (pipeline_workload.py): what was sent
+    # to its input topic; its outputs are txn_reads of ``pipeline_output``.
+    pipeline_inputs: list[Send] = field(default_factory=list)
+    pipeline_output: str = ""
+    # Errors the transactional producers, readers and pipeline workers got over
+    # (retried or replaced: not failures by themselves).
+    txn_errors: list[str] = field(default_factory=list)

@@ -36,11 +36,12 @@ from strand import Admin, Consumer, NewTopic, TopicPartition
 from tests.support.waiting import wait_until
 
 from .checker import Report, check, compare_replicas
+from .exactly_once import ExactlyOnceSettings, ExactlyOnceWorkloads, save_txn_history
 from .faults import KINDS, Faults, schedule
 from .group_workload import GroupSettings, GroupWorkload
 from .harness import ChaosCluster
 from .history import OK, FaultEvent, History, Read, ReplicaResult, Send
-from .workload import RewindReader, TailReader, Writer, read_back
+from .workload import ProducerSettings, RewindReader, TailReader, Writer, read_back
 
 
 @dataclass
@@ -55,12 +56,14 @@ class ChaosConfig:
     min_insync_replicas: int = 2
     writers: int = 2
     rate: float = 100.0  # records per second per writer
+    idempotence: bool = True  # the writers' enable_idempotence (then duplicates fail)
     tail_readers: int = 2
     quiet: float = 3.0  # seconds before the first fault and after each recovery
     recovery_timeout: float = 30.0
     cut_mode: str = "blackhole"
     topic: str = "chaos"
     group: GroupSettings = field(default_factory=GroupSettings)  # members=0: no group
+    exactly_once: ExactlyOnceSettings = field(default_factory=ExactlyOnceSettings)
     # Of the leader faults, the share aimed at the group's __consumer_offsets leader.
     offsets_share: float = 0.34
     workdir: Path | None = None  # default: a new temporary directory
@@ -98,7 +101,7 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
     def say(message: str) -> None:
         log(f"[{time.monotonic() - t0:7.1f}s] {message}")
 
-    history = History(config.topic, config.partitions, t0)
+    history = History(config.topic, config.partitions, t0, idempotent=config.idempotence)
     errors: list[str] = []
     try:
         say(f"starting the cluster in {workdir} (cluster {name}, lease TTL "
@@ -117,6 +120,7 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         _save_group_history(history, workdir / "group-history.json")
+        save_txn_history(history, workdir / "txn-history.json")
     return RunResult(config, history, report, workdir, name, leftovers, errors)
 
 
@@ -155,8 +159,12 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
     stop_writers, stop_readers = threading.Event(), threading.Event()
     sends: list[Send] = history.sends
     reads: list[Read] = history.reads
+    settings = ProducerSettings(enable_idempotence=config.idempotence)
     writers = [Writer(f"w{i}", cluster.bootstrap, config.topic, config.partitions, config.rate,
-                      sends, stop_writers) for i in range(config.writers)]
+                      sends, stop_writers, settings) for i in range(config.writers)]
+    exactly_once = ExactlyOnceWorkloads(cluster, config.exactly_once, history,
+                                        random.Random(rng.random()), errors, say)
+    exactly_once.create_topics(config.replication_factor, config.min_insync_replicas)
     readers: list[threading.Thread] = [
         TailReader(f"tail{i}", cluster.bootstrap, config.topic, config.partitions, reads,
                    history.reader_errors, stop_readers) for i in range(config.tail_readers)]
@@ -168,11 +176,13 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
              if config.group.members > 0 else None)
     for thread in [*writers, *readers, *([group] if group else [])]:
         thread.start()
+    exactly_once.start()
     try:
         _inject_faults(cluster, config, history, rng, say)
     except BaseException:  # interrupted or broken: no read-back, just stop (the
         stop_writers.set()  # threads are daemons; run() stops the cluster)
         stop_readers.set()
+        exactly_once.abort()
         if group is not None:
             group.abort()
         raise
@@ -182,8 +192,10 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
         writer.join(60)
         if writer.error is not None:
             errors.append(f"{writer.name}: {writer.error!r}")
+    exactly_once.stop_writing()
     history.final_recovered, history.final_crashed = _recover(
         cluster, config, say, "after the run")
+    exactly_once.drain()
     stop_readers.set()
     if group is not None:
         say("closing the group's members")
@@ -194,6 +206,7 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
     history.final_complete, history.final_hw = read_back(
         cluster.bootstrap, config.topic, config.partitions, reads, timeout=60, log=say)
     say(f"read back {sorted(history.final_complete)} to high watermarks {history.final_hw}")
+    exactly_once.read_back(timeout=60)
     _check_replicas(cluster, config, history, say, final=True)
     history.t_end = time.monotonic()
 

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 COLUMNS = ("injections", "acked", "lost", "divergence", "order", "phantom", "ambiguous",
            "replicas identical", "recovered", "group reads", "owner changes", "re-read",
-           "skipped")
+           "skipped", "dup", "txns", "aborted reads", "torn", "past LSO", "txns lost",
+           "pipe dup", "pipe missing")
 
 
 def _cells(row: Row) -> list[str]:
@@ -29,7 +30,10 @@ def _cells(row: Row) -> list[str]:
         recovered = f"[bold red]{recovered}[/]"
     return [str(row.injections), str(row.acked), bad(row.lost), bad(row.divergence),
             bad(row.order), bad(row.phantom), str(row.ambiguous), replicas, recovered,
-            str(row.group_reads), str(row.owner_changes), bad(row.reread), bad(row.skipped)]
+            str(row.group_reads), str(row.owner_changes), bad(row.reread), bad(row.skipped),
+            bad(row.duplicate), str(row.txns_committed), bad(row.aborted_read), bad(row.torn),
+            bad(row.past_lso), bad(row.txn_lost), bad(row.pipeline_dup),
+            bad(row.pipeline_missing)]
 
 
 def build_table(result: RunResult) -> Table:
@@ -51,7 +55,7 @@ def build_table(result: RunResult) -> Table:
 
 
 def print_summary(result: RunResult, file: IO[str]) -> None:
-    console = Console(file=file, width=200)
+    console = Console(file=file, width=280)
     report, info = result.report, result.report.info
     console.print(build_table(result))
     console.print(
@@ -59,6 +63,7 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
         f"{info['sessions']} consumer sessions; final read {info['final_records']} records, "
         f"high watermarks {info['final_hw']}, unreadable partitions "
         f"{info['final_unreadable_partitions']}; written twice by retries "
+        f"({'idempotent' if result.history.idempotent else 'plain'} writers) "
         f"{info['duplicated_in_final']}; ambiguous sends found in the final read "
         f"{info['ambiguous_found_in_final']}")
     group = info.get("group", {})
@@ -72,6 +77,16 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
             f"read by the group {group['final_records_read_by_group']}/{info['final_records']}; "
             f"ownerships without on_partitions_assigned "
             f"{group['ownerships_without_assignment']}", highlight=False)
+    txns, pipeline = info.get("transactions", {}), info.get("pipeline", {})
+    if txns.get("transactions"):
+        console.print(
+            f"transactions: {txns['transactions']} (intent->outcome {txns['outcomes']}); "
+            f"read_committed reads {txns['reads']} ({txns['with_lso']} checked against "
+            f"their fetch's LSO); final read {txns['final_records']} records", highlight=False)
+    if pipeline.get("inputs"):
+        console.print(
+            f"pipeline: inputs {pipeline['inputs']} ({pipeline['inputs_acked']} acknowledged), "
+            f"outputs in the final read {pipeline['outputs']}", highlight=False)
     console.print("lost: acknowledged but not read back at that offset | divergence: an offset "
                   "yielded two values | order: a consumer's offsets went backwards | phantom: "
                   "read but never sent (or refused) | ambiguous: send timed out / not "
@@ -80,7 +95,12 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
                   "the run) | recovered: healthy again within the timeout, no process "
                   "exiting on its own | owner changes: a partition of the group moving to "
                   "another member | re-read: a new owner started below the committed offset | "
-                  "skipped: an owner started above it, or jumped over records")
+                  "skipped: an owner started above it, or jumped over records | dup: written "
+                  "twice by an idempotent producer | txns: transactions committed | aborted "
+                  "reads: a read_committed reader saw an aborted or fenced transaction | "
+                  "torn: saw part of a transaction | past LSO: a record at or above its "
+                  "fetch's last stable offset | txns lost: a committed transaction's record "
+                  "missing | pipe dup / missing: an input with two outputs / none")
     for check, examples in report.examples.items():
         console.print(f"[bold]{check}[/], first {len(examples)}:", highlight=False)
         for example in examples:
@@ -93,6 +113,11 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
         console.print("[bold]replica mismatches[/]:")
         for failure in report.replica_failures:
             console.print(f"  {failure}", highlight=False, markup=False)
+    if txns.get("errors"):
+        console.print(f"transactional clients' errors (retried or replaced), first "
+                      f"{len(txns['errors'])}:")
+        for error in txns["errors"]:
+            console.print(f"  {error}", highlight=False, markup=False)
     if group.get("errors"):
         console.print(f"group members' errors, first {len(group['errors'])}:")
         for error in group["errors"]:

@@ -5,12 +5,17 @@ injected and healed, the workload writes and reads, the consumer group reads,
 commits and changes owners — members closed and crashed —, the final read-back and
 the replica comparison run, the report is complete) and leaves no process behind.
 The leader faults all aim at the leader of the group's __consumer_offsets partition
-here (which leads a partition of the chaos topic too), and kill-coordinator at the
-owner of the group's shard.
+here (which leads a partition of the chaos topic too), kill-coordinator at the
+owner of the group's shard, kill-transaction-coordinator at the owner of a live
+transactional id's shard. The exactly-once workloads run too: idempotent writers,
+transactional producers (committed, aborted and fenced transactions over 2 topics)
+followed by a read_committed reader, and the consume-transform-produce pipeline.
 
 And that Strand passes: nothing acknowledged lost, no divergence, no order
 violation, no phantom, identical replicas, no group owner starting below or above
-the committed offset, and the cluster recovering from every fault by itself.
+the committed offset, no duplicate, no aborted or torn read, none past the LSO, no
+committed transaction lost, exactly one pipeline output per input, and the cluster
+recovering from every fault by itself.
 ``STRAND_CHAOS_STRICT=0`` turns that last test off (to study a failing run's report
 without the assertion). The checker's own tests (test_checker.py) always run.
 """
@@ -27,11 +32,13 @@ import pytest
 
 from strand.launcher import command_line
 
+from .exactly_once import ExactlyOnceSettings
 from .faults import KINDS
 from .group_workload import GroupSettings
 from .history import CLOSED, CRASHED
 from .runner import ChaosConfig, RunResult, run
 from .summary import print_summary
+from .txn_workload import TxnSettings
 
 STRICT = os.environ.get("STRAND_CHAOS_STRICT", "1") != "0"
 
@@ -57,7 +64,9 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
                          offsets_share=1.0,
                          group=GroupSettings(members=3, churn=4, crash_share=0.4,
                                              session_timeout_ms=4000,
-                                             heartbeat_interval_ms=400))
+                                             heartbeat_interval_ms=400),
+                         # One transaction in ten fenced: a few in the short run.
+                         exactly_once=ExactlyOnceSettings(txn=TxnSettings(fence_share=0.1)))
     lines: list[str] = []
     result = run(config, log=lines.append)
     print("\n".join(lines))  # shown by pytest when a test fails
@@ -75,6 +84,10 @@ def test_every_fault_was_injected_and_healed(short_run: RunResult) -> None:
     by_kind = {f.kind: f for f in faults}
     assert by_kind["kill-coordinator"].target.startswith("groups-")
     assert "owner of the group's shard" in by_kind["kill-coordinator"].note
+    assert by_kind["kill-transaction-coordinator"].target.startswith("txns-")
+    assert "of __transaction_state" in by_kind["kill-transaction-coordinator"].note
+    assert by_kind["pause-coordinator"].target.startswith(("groups-", "txns-"))
+    assert "owner of" in by_kind["pause-coordinator"].note
     assert "__consumer_offsets" in by_kind["kill-leader"].note
 
 
@@ -108,6 +121,25 @@ def test_the_group_consumed_committed_and_changed_owners(short_run: RunResult) -
 
 @pytest.mark.chaos
 @pytest.mark.slow
+def test_the_exactly_once_workloads_ran(short_run: RunResult) -> None:
+    history, report = short_run.history, short_run.report
+    assert history.idempotent
+    outcomes = report.info["transactions"]["outcomes"]
+    assert outcomes.get("commit->committed", 0) > 20, outcomes
+    assert outcomes.get("abort->aborted", 0) > 3, outcomes
+    assert outcomes.get("fence->fenced", 0) >= 1, outcomes
+    assert report.info["transactions"]["with_lso"] > 100  # live reads checked against it
+    assert report.info["transactions"]["final_records"] > 0
+    assert {len({r.topic for r in t.records}) for t in history.txns
+            if t.txn_id.startswith("chaos-tx-")} == {2}
+    assert min(len({(r.topic, r.partition) for r in t.records}) for t in history.txns
+               if t.txn_id.startswith("chaos-tx-")) >= 3
+    pipeline = report.info["pipeline"]
+    assert pipeline["inputs_acked"] > 100 and pipeline["outputs"] > 100, pipeline
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
 def test_the_report_is_complete(short_run: RunResult) -> None:
     report = short_run.report
     names = [row.fault for row in report.rows]
@@ -118,14 +150,16 @@ def test_the_report_is_complete(short_run: RunResult) -> None:
     for kind in KINDS:
         assert kind in table
     for column in ("lost", "divergence", "order", "phantom", "ambiguous", "identical",
-                   "group reads", "owner changes", "re-read", "skipped"):
+                   "group reads", "owner changes", "re-read", "skipped", "dup", "aborted reads",
+                   "torn", "past LSO", "txns lost", "pipe dup", "pipe missing"):
         assert column in table
     data = json.loads(json.dumps(report.to_json()))
     assert data["rows"][-1]["fault"] == "total"
     assert {"lost", "divergence", "order", "phantom", "ambiguous", "replica_mismatches",
-            "recovered", "group_reads", "owner_changes", "reread", "skipped"} <= set(
-        data["rows"][-1])
-    assert "group" in data["info"]
+            "recovered", "group_reads", "owner_changes", "reread", "skipped", "duplicate",
+            "aborted_read", "torn", "past_lso", "txn_lost", "pipeline_dup",
+            "pipeline_missing"} <= set(data["rows"][-1])
+    assert {"group", "transactions", "pipeline"} <= set(data["info"])
 
 
 @pytest.mark.chaos
@@ -133,7 +167,7 @@ def test_the_report_is_complete(short_run: RunResult) -> None:
 def test_no_process_is_left_behind(short_run: RunResult) -> None:
     assert short_run.leftover_pids == []
     markers = [short_run.cluster_name, str(short_run.workdir)]
-    assert _ours(r"services\.(storage|gateway|controller|groups)", markers) == []
+    assert _ours(r"services\.(storage|gateway|controller|groups|transactions)", markers) == []
     assert _ours(r"(^|/)etcd ", markers) == []
     assert _ours(r"tests\.chaos\.(proxy|group_member)", markers) == []
 

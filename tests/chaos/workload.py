@@ -54,7 +54,7 @@ def classify(error: BaseException) -> str:
     return FAILED if isinstance(error, DEFINITE_REFUSALS) else AMBIGUOUS
 
 
-def _describe(error: BaseException) -> str:
+def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {str(error)[:200]}"
 
 
@@ -69,6 +69,9 @@ class ProducerSettings:
     max_block_ms: float = 5_000
     retry_backoff_ms: float = 100
     linger_ms: float = 5
+    # True: each batch carries a producer id, epoch and sequence, so that a retry is
+    # not written twice (needs a transaction coordinator for the id).
+    enable_idempotence: bool = False
 
 
 class Writer(threading.Thread):
@@ -88,6 +91,7 @@ class Writer(threading.Thread):
                                 request_timeout_ms=s.request_timeout_ms,
                                 delivery_timeout_ms=s.delivery_timeout_ms,
                                 max_block_ms=s.max_block_ms, retry_backoff_ms=s.retry_backoff_ms,
+                                enable_idempotence=s.enable_idempotence,
                                 client_id=f"chaos-{self.writer_name}")
         except BaseException as exc:
             self.error = exc
@@ -114,7 +118,7 @@ class Writer(threading.Thread):
             try:
                 future = producer.send(self.topic, send.value.encode(), partition=partition)
             except Exception as exc:  # refused before it was queued: never sent
-                send.outcome, send.error, send.t_done = FAILED, _describe(exc), time.monotonic()
+                send.outcome, send.error, send.t_done = FAILED, describe(exc), time.monotonic()
             else:
                 future.add_done_callback(functools.partial(_complete, send))
             next_at += interval
@@ -132,7 +136,7 @@ def _complete(send: Send, future: RecordFuture) -> None:
         send.offset = future.metadata().offset
         send.outcome = OK
     else:
-        send.outcome, send.error = classify(error), _describe(error)
+        send.outcome, send.error = classify(error), describe(error)
     send.t_done = time.monotonic()
 
 
@@ -177,7 +181,7 @@ class TailReader(threading.Thread):
                         if records:
                             self.positions[tp] = records[-1].offset + 1
             except Exception as exc:  # a new session carries on from the positions
-                self.errors.append(f"{session}: {_describe(exc)}")
+                self.errors.append(f"{session}: {describe(exc)}")
                 self.stop_event.wait(0.5)
             finally:
                 consumer.close()
@@ -202,7 +206,7 @@ class RewindReader(threading.Thread):
             try:
                 self._pass(consumer, session)
             except Exception as exc:
-                self.errors.append(f"{session}: {_describe(exc)}")
+                self.errors.append(f"{session}: {describe(exc)}")
             finally:
                 consumer.close()
 
@@ -242,7 +246,7 @@ def read_back(bootstrap: str, topic: str, partitions: int, sink: list[Read],
             try:
                 ends = consumer.end_offsets(tps, timeout_ms=5_000)
             except Exception as exc:
-                log(f"final read: end offsets not available yet ({_describe(exc)})")
+                log(f"final read: end offsets not available yet ({describe(exc)})")
                 time.sleep(1)
         consumer.seek_to_beginning(*tps)
         reached = {tp: 0 for tp in tps}
@@ -251,7 +255,7 @@ def read_back(bootstrap: str, topic: str, partitions: int, sink: list[Read],
             try:
                 batches = consumer.poll(timeout_ms=500)
             except Exception as exc:
-                log(f"final read: {_describe(exc)}; retrying")
+                log(f"final read: {describe(exc)}; retrying")
                 consumer.close()
                 consumer = _consumer(bootstrap, FINAL_SESSION)
                 consumer.assign(tps)
