@@ -122,14 +122,17 @@ class ChaosCluster:
 
     def spec(self) -> ClusterSpec:
         """Controllers and storage nodes boot together, then the gateway, then the
-        coordinators (they write __consumer_offsets through the gateway; the first to
-        find it missing has the controller create it, RF 3)."""
+        group and transaction coordinators (they write __consumer_offsets and
+        __transaction_state through the gateway; the first to find its topic missing
+        has the controller create it, RF 3)."""
         return ClusterSpec(
             self.workdir, name=self.name, controllers=len(CONTROLLERS),
             storage_nodes=len(STORAGE_NODES), coordinators=len(COORDINATORS),
             lease_ttl=self.lease_ttl, storage_args=("--maintenance-interval", "1"),
             coordinator_args=("--shards", str(GROUP_SHARDS),
                               "--initial-rebalance-delay-ms", "500"),
+            # A transaction coordinator: idempotent producers get their ids from it.
+            txn_coordinators=1, txn_coordinator_args=("--shards", str(GROUP_SHARDS)),
             boot=Boot.IN_STAGES, launch=Launch(die_with_parent=True))
 
     def start(self) -> None:
