@@ -122,12 +122,13 @@ def test_without_idempotence_lost_answers_write_records_twice(
 
 
 def test_without_a_transaction_coordinator_records_fail_saying_why(
-        sdk_cluster: SdkCluster) -> None:
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
     """No coordinator hands out producer ids: the records expire after
     delivery_timeout_ms (no hang) with an error naming the cause and the ways out."""
-    with Admin(sdk_cluster.bootstrap) as admin:
+    cluster = sdk_cluster_factory(nodes=1, txn_coordinators=0)
+    with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("no-coordinator", 1, 1)])
-    with Producer(sdk_cluster.bootstrap, enable_idempotence=True, linger_ms=0,
+    with Producer(cluster.bootstrap, linger_ms=0,
                   request_timeout_ms=1_000, delivery_timeout_ms=3_000,
                   retry_backoff_ms=100) as producer:
         started = time.monotonic()
