@@ -102,6 +102,11 @@ METADATA_ERRORS = frozenset({
 _SEQUENCE_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                               ErrorCode.UNKNOWN_PRODUCER_ID})
 _FENCED_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
+# Answers that prove no attempt of an idempotent batch was written: a refusal by its
+# sequence (storage answers a written one as a duplicate), or of its bytes (every
+# attempt sends the same bytes, refused the same way).
+_NEVER_WRITTEN = _SEQUENCE_ERRORS | {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+                                     ErrorCode.INVALID_RECORD, ErrorCode.RECORD_LIST_TOO_LARGE}
 
 _EXPIRY_NODE = -1000  # a pseudo leader under which expired batches are drained
 _EXPIRY_CHECK_MS = 100.0
@@ -464,7 +469,7 @@ class Sender:
                 for group in groups.values():
                     if self._tm is not None:  # the call may have been written before it broke
                         for batch in group:
-                            self._tm.attempt_failed(batch, refused_by_sequence=False)
+                            self._tm.attempt_failed(batch, proves_unwritten=False)
                     self._retry_or_fail(group, error, error.retriable, now)
                 self.metadata.request_update()
                 return
@@ -518,7 +523,7 @@ class Sender:
                 tm = self._tm
                 if tm is not None and code != ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                     for batch in group:
-                        tm.attempt_failed(batch, refused_by_sequence=code in _SEQUENCE_ERRORS)
+                        tm.attempt_failed(batch, proves_unwritten=code in _NEVER_WRITTEN)
                 if tm is not None and code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                     for batch in group:  # written before; its offsets are unknown (Kafka)
                         batch.complete(-1)
@@ -543,7 +548,7 @@ class Sender:
                 missing = UnknownServerError(f"the gateway's answer lacks {tp[0]}-{tp[1]}")
                 for batch in group:
                     if self._tm is not None:
-                        self._tm.attempt_failed(batch, refused_by_sequence=False)
+                        self._tm.attempt_failed(batch, proves_unwritten=False)
                     self._fail(batch, missing)
         if refresh:
             self.metadata.request_update()

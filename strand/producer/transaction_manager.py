@@ -21,7 +21,8 @@ Rules (KIP-98, KIP-360, as Kafka's client):
   (KIP-360): storage accepts a new epoch starting at sequence 0; at the largest
   epoch it asks for a new producer id instead.
 - Only a batch known not to be written is renumbered by a bump: one storage refused
-  by its sequence (``OUT_OF_ORDER_SEQUENCE_NUMBER``, ``UNKNOWN_PRODUCER_ID``). A
+  by its sequence (``OUT_OF_ORDER_SEQUENCE_NUMBER``, ``UNKNOWN_PRODUCER_ID``; see
+  ``attempt_failed``). A
   queued retry whose earlier attempt may have been written (its call timed out, the
   connection dropped, an ambiguous error: ``maybe_written``) would be written a
   second time under the new epoch. So, as in Kafka's client (a partition moves to the
@@ -199,15 +200,16 @@ class TransactionManager:
             last = _NO_SEQUENCE if state is None else state.last_acked_sequence
             return batch.base_sequence == last + 1
 
-    def attempt_failed(self, batch: ProducerBatch, refused_by_sequence: bool) -> None:
-        """An attempt of ``batch`` got no answer or an error. Only a refusal by its
-        sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) proves that no
-        attempt was written: within the window of 5, storage answers a written one
-        as a duplicate. Any other error may follow an append (a timeout, a leader
-        that died after appending: the gateway answers NOT_LEADER_OR_FOLLOWER)."""
+    def attempt_failed(self, batch: ProducerBatch, proves_unwritten: bool) -> None:
+        """An attempt of ``batch`` got no answer or an error. Only some answers prove
+        that no attempt was written (``proves_unwritten``): a refusal by its sequence
+        (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID: within the window of 5,
+        storage answers a written one as a duplicate) or of its bytes. Any other
+        error may follow an append (a timeout, a leader that died after appending:
+        the gateway answers NOT_LEADER_OR_FOLLOWER)."""
         with self._lock:
             if batch.has_sequence:
-                batch.maybe_written = not refused_by_sequence
+                batch.maybe_written = not proves_unwritten
 
     def is_current(self, batch: ProducerBatch) -> bool:
         """The batch carries this producer's current id and epoch."""

@@ -9,7 +9,7 @@ sequences as a leader does (tests/unit/producer/fake_gateway.py)."""
 
 from __future__ import annotations
 
-from strand.errors import ErrorCode, RequestTimedOutError
+from strand.errors import ErrorCode, RecordTooLargeError, RequestTimedOutError
 from strand.producer import OutcomeUnknownError, ProducerBatch, RecordAccumulator
 from strand.producer.transaction_manager import TransactionManager
 from tests.support.clock import FakeClock
@@ -89,6 +89,18 @@ def test_a_batch_refused_by_its_sequence_is_renumbered() -> None:
     assert p.gateway.log(TP0).values == [b"a0"]
 
 
+def test_a_refusal_of_the_bytes_proves_no_attempt_was_written() -> None:
+    """The first call is lost, the retry refused as too large: every attempt sent the
+    same bytes, so none was written; the error says so (no OutcomeUnknownError)."""
+    p = DrivenProducer.start()
+    p.gateway.fates[TP0] = [Fate.DROP]
+    p.gateway.refusals[TP0] = [ErrorCode.MESSAGE_TOO_LARGE]
+    a0 = p.send(*TP0, b"a0")
+    p.run(until=a0.done)
+    assert isinstance(a0.exception(), RecordTooLargeError)
+    assert not isinstance(a0.exception(), OutcomeUnknownError)
+
+
 # -- the transaction manager's rule, alone ---------------------------------------------
 
 def _sent(producer_id: int = 7) -> tuple[FakeClock, RecordAccumulator, TransactionManager,
@@ -107,8 +119,8 @@ def _sent(producer_id: int = 7) -> tuple[FakeClock, RecordAccumulator, Transacti
 
 def test_a_bump_leaves_a_partition_with_an_unresolved_retry_on_its_old_epoch() -> None:
     clock, acc, tm, b0, b1 = _sent()
-    tm.attempt_failed(b0, refused_by_sequence=False)  # answer lost
-    tm.attempt_failed(b1, refused_by_sequence=True)  # out of order behind b0
+    tm.attempt_failed(b0, proves_unwritten=False)  # answer lost
+    tm.attempt_failed(b1, proves_unwritten=True)  # out of order behind b0
     for batch in (b1, b0):
         acc.reenqueue(batch, clock())
     acc.append(*TP1, None, b"other", [], None)
@@ -122,7 +134,7 @@ def test_a_bump_leaves_a_partition_with_an_unresolved_retry_on_its_old_epoch() -
     assert {b.topic_partition: (b.producer_epoch, b.base_sequence) for b in first} == {
         TP0: (0, 0), TP1: (1, 0)} and b0 in first
     assert [b for b in drain() if b.topic_partition == TP0] == []  # b1 waits
-    tm.attempt_failed(b0, refused_by_sequence=True)  # resolved: not written
+    tm.attempt_failed(b0, proves_unwritten=True)  # resolved: not written
     acc.reenqueue(b0, clock())
     again = [drain()[0] for _ in range(2)]
     assert again == [b0, b1]
