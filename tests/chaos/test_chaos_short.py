@@ -133,7 +133,7 @@ def test_the_report_is_complete(short_run: RunResult) -> None:
 def test_no_process_is_left_behind(short_run: RunResult) -> None:
     assert short_run.leftover_pids == []
     markers = [short_run.cluster_name, str(short_run.workdir)]
-    assert _ours(r"services\.(storage|gateway|controller|groups)", markers) == []
+    assert _ours(r"services\.(storage|gateway|controller|groups|transactions)", markers) == []
     assert _ours(r"(^|/)etcd ", markers) == []
     assert _ours(r"tests\.chaos\.(proxy|group_member)", markers) == []
 
