@@ -46,7 +46,7 @@ system-deps:
 STRAND := $(VENV)/bin/strand
 
 run: setup system-deps
-	@echo ">>> starting a local dev cluster (etcd, 2 controllers, 3 storage nodes, a gateway, a group coordinator)"
+	@echo ">>> starting a local dev cluster (etcd, 2 controllers, 3 storage nodes, a gateway, a group and a transaction coordinator)"
 	@$(STRAND) dev up
 	@$(STRAND) dev status
 	@$(STRAND) topic describe demo >/dev/null 2>&1 || \

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from strand.cli.common import bootstrap, err, friendly_errors
-from strand.cli.produce import ACKS, parse_acks
+from strand.cli.produce import ACKS, IDEMPOTENCE_HELP, check_idempotence, parse_acks
 from strand.client.structs import TopicPartition
 
 if TYPE_CHECKING:  # the clients (and gRPC) are imported by the commands that use them
@@ -59,9 +59,8 @@ def bench() -> None:
 @click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
               default="none", show_default=True)
-@click.option("--enable-idempotence/--disable-idempotence", "idempotence", default=None,
-              help="the idempotent producer (needs a transaction coordinator); unset: the "
-                   "SDK's default")
+@click.option("--idempotence/--no-idempotence", "--enable-idempotence/--disable-idempotence",
+              "idempotence", default=None, help=IDEMPOTENCE_HELP)
 @click.option("--transactional-id", default=None,
               help="produce in transactions of this transactional id (needs acks=all and a "
                    "transaction coordinator)")
@@ -78,6 +77,7 @@ def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int
     """Send RECORDS records of RECORD-SIZE random bytes to TOPIC as fast as possible."""
     from strand.producer import Producer
 
+    check_idempotence(idempotence, acks)
     if transaction_records is not None and transactional_id is None:
         raise click.UsageError("--transaction-records needs --transactional-id")
     if transactional_id is not None and parse_acks(acks) != "all":

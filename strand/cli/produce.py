@@ -31,8 +31,20 @@ FORMAT_HELP = ("tokens: %t topic, %p partition, %o offset, %T timestamp (ms), %k
                "percent sign; escapes \\n \\t \\r \\0 \\\\")
 
 
+IDEMPOTENCE_HELP = ("the idempotent producer: a retried batch is written once, in order "
+                    "(needs --acks all and a transaction coordinator); default: on, off "
+                    "with --acks 0 or 1")
+
+
 def parse_acks(value: str) -> int | str:
     return "all" if value in ("all", "-1") else int(value)
+
+
+def check_idempotence(idempotence: bool | None, acks: str) -> None:
+    """--idempotence asked for with acks it cannot work with (the SDK's ValueError)."""
+    if idempotence and parse_acks(acks) != "all":
+        raise click.UsageError(f"--idempotence needs --acks all (not {acks}): change "
+                               "--acks, or give --no-idempotence")
 
 
 class _Failures:
@@ -70,6 +82,8 @@ class _Failures:
               help="with --line-format/--key-separator: a key, value or header value equal "
                    "to TEXT is null")
 @click.option("--acks", type=ACKS, default="all", show_default=True)
+@click.option("--idempotence/--no-idempotence", default=None,
+              help=IDEMPOTENCE_HELP)
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
               default="none", show_default=True)
 @click.option("--partition", type=click.IntRange(0), default=None,
@@ -91,9 +105,9 @@ class _Failures:
 @friendly_errors
 def produce(ctx: click.Context, topic: str, key_separator: str | None,
             line_format: str | None, headers: tuple[str, ...], null_literal: str | None,
-            acks: str, compression: str, partition: int | None, max_block_ms: int,
-            transactional_id: str | None, transaction_records: int | None,
-            transaction_timeout_ms: int) -> None:
+            acks: str, idempotence: bool | None, compression: str, partition: int | None,
+            max_block_ms: int, transactional_id: str | None,
+            transaction_records: int | None, transaction_timeout_ms: int) -> None:
     """Send each line of standard input as a record of TOPIC. A record that fails is
     reported on stderr at once with its line number; the exit status is then 1."""
     from strand.producer import Producer
@@ -117,6 +131,7 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
         static: list[tuple[str, bytes | None]] = [parse_header_option(h) for h in headers]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    check_idempotence(idempotence, acks)
     await_topic(ctx, topic, max_block_ms, "--max-block-ms")
     failures = _Failures()
 
@@ -133,6 +148,7 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
 
     settings: dict[str, Any] = {
         "acks": parse_acks(acks), "max_block_ms": max_block_ms,
+        "enable_idempotence": idempotence,
         "compression_type": None if compression == "none" else compression}
     if transactional_id is not None:
         with Producer(bootstrap(ctx), transactional_id=transactional_id,

@@ -86,4 +86,5 @@ async def ensure_internal_topic(cache: MetadataCache, name: str, partitions: int
                              extra={"topic": name, "detail": result.error_message})
             except grpc.aio.AioRpcError as exc:
                 log.info("controller unreachable", extra={"error": exc.code().name})
-        await cache.wait_changed(1.0)
+        if name not in cache.topics:  # the watch may have delivered it during the call
+            await cache.wait_changed(1.0)

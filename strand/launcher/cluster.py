@@ -43,7 +43,9 @@ class ClusterSpec:
     storage_nodes: int = 1
     gateways: int = 1
     coordinators: int = 0  # group coordinators (services.groups)
-    txn_coordinators: int = 0  # transaction coordinators (services.transactions)
+    # Transaction coordinators (services.transactions): one by default, since the
+    # producer is idempotent by default and gets its producer id from one.
+    txn_coordinators: int = 1
     racks: tuple[str, ...] = ()  # node n's rack: racks[(n - 1) % len]; none: "r<n>"
     lease_ttl: int | None = None  # controllers', storage nodes' and coordinators' (s)
     # Further arguments of each kind of service.

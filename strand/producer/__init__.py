@@ -12,7 +12,11 @@ from strand.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from strand.producer.buffer_pool import BufferPool
-    from strand.producer.errors import BufferExhaustedError, ProducerClosedError
+    from strand.producer.errors import (
+        BufferExhaustedError,
+        OutcomeUnknownError,
+        ProducerClosedError,
+    )
     from strand.producer.future import RecordFuture, RecordMetadata
     from strand.producer.partitioner import (
         StickyPartitioner,
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(__name__, {
     "BufferPool": "strand.producer.buffer_pool",
     "BufferExhaustedError": "strand.producer.errors",
+    "OutcomeUnknownError": "strand.producer.errors",
     "ProducerClosedError": "strand.producer.errors",
     "RecordFuture": "strand.producer.future",
     "RecordMetadata": "strand.producer.future",
@@ -56,6 +61,7 @@ __all__ = [
     "BufferPool",
     "Callback",
     "LeaderOf",
+    "OutcomeUnknownError",
     "Producer",
     "ProducerBatch",
     "ProducerClosedError",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from strand.errors import ErrorCode, StrandError
+from strand.errors import ErrorCode, RequestTimedOutError, StrandError
 
-__all__ = ["BufferExhaustedError", "ProducerClosedError", "TransactionAbortableError"]
+__all__ = ["BufferExhaustedError", "OutcomeUnknownError", "ProducerClosedError",
+           "TransactionAbortableError"]
 
 
 class BufferExhaustedError(StrandError):
@@ -40,3 +41,16 @@ class TransactionAbortableError(StrandError):
         self.cause = cause
         if isinstance(cause, StrandError):
             self.code = cause.code
+
+
+class OutcomeUnknownError(RequestTimedOutError):
+    """An idempotent producer gave up on a batch whose earlier attempt may have been
+    written (its answer was lost: a timeout, a dropped connection), so the records
+    may or may not be in the log; read the partition to find out.
+
+    Not retriable: sending the records again may write them twice. The producer does
+    not resend such a batch under a new epoch either (KIP-360: that would be a
+    duplicate storage cannot recognise); Kafka's client fails it with a timeout too.
+    """
+
+    retriable = False

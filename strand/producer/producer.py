@@ -131,15 +131,15 @@ def _acks(acks: int | str) -> int:
     raise ValueError(f"acks must be 0, 1, 'all' or -1, not {acks!r}")
 
 
-# Kafka >= 3.0 turns idempotence on by default. Strand's default stays off until every
-# cluster (dev, tests) runs a transaction coordinator: without one no producer id can
-# be had and an idempotent producer's records time out.
-IDEMPOTENCE_DEFAULT = False
+# On by default, as Kafka >= 3.0 (KIP-679): every Strand cluster (dev, tests, chaos,
+# benchmarks) runs a transaction coordinator, which hands out the producer ids.
+IDEMPOTENCE_DEFAULT = True
 
 
 def _idempotence(enable: bool | None, acks: int, retries: int, max_in_flight: int) -> bool:
-    """Kafka's rules: explicitly on with conflicting settings is an error; unset, the
-    default yields to them."""
+    """Kafka's rules (ProducerConfig.postProcessAndValidateIdempotenceConfigs):
+    explicitly on with conflicting settings is an error; unset, the default yields to
+    them (logged, as Kafka does)."""
     conflicts = []
     if acks != -1:
         conflicts.append(f"acks='all' (not {acks})")
@@ -149,6 +149,9 @@ def _idempotence(enable: bool | None, acks: int, retries: int, max_in_flight: in
         conflicts.append(f"max_in_flight_requests <= {MAX_INFLIGHT_BATCHES} "
                          f"(not {max_in_flight})")
     if enable is None:
+        if IDEMPOTENCE_DEFAULT and conflicts:
+            log.info("idempotence is off: it needs %s (set enable_idempotence=True to "
+                     "make this an error)", ", ".join(conflicts))
         return IDEMPOTENCE_DEFAULT and not conflicts
     if enable and conflicts:
         raise ValueError("enable_idempotence=True needs " + ", ".join(conflicts)
@@ -184,8 +187,8 @@ class Producer:
       retries (strand.producer.transaction_manager). Needs ``acks='all'``,
       ``retries`` > 0 and ``max_in_flight_requests`` <= 5 (a ValueError when set
       True with other values) and a transaction coordinator in the cluster (it hands
-      out producer ids). Unset: ``IDEMPOTENCE_DEFAULT`` unless those settings
-      conflict (then off, as Kafka's clients).
+      out producer ids). Unset: on (as Kafka >= 3.0) unless those settings were
+      changed to conflicting values (then off, as Kafka's clients).
     """
 
     def __init__(

@@ -60,6 +60,7 @@ class ProducerBatch:
         "created_ms",
         "drained_ms",
         "last_attempt_ms",
+        "maybe_written",
         "memory",
         "partition",
         "producer_epoch",
@@ -104,6 +105,10 @@ class ProducerBatch:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
+        # The idempotent producer's view of its attempts so far: True while one of them
+        # may have been written (its answer was lost or ambiguous); False once storage
+        # refused the batch by its sequence, or before it was ever sent.
+        self.maybe_written = False
 
     def __repr__(self) -> str:
         return (
@@ -167,6 +172,7 @@ class ProducerBatch:
     def reset_producer_state(self) -> None:
         """Forget the sequence (an epoch bump): the next send assigns a new one."""
         self.set_producer_state(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
+        self.maybe_written = False
 
     def waited_ms(self, now: float) -> float:
         """Time since creation, or since the last attempt for a retried batch."""

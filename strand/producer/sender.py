@@ -21,17 +21,17 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
 6. batches that waited in the accumulator past ``delivery_timeout_ms`` (no leader,
    cluster unreachable) fail with RequestTimedOutError.
 
-Ordering, as Kafka's producer without idempotence: up to ``max_in_flight_requests``
-calls per node are in flight, and a partition's batches may be in several of them
-(pipelining: measured here, this doubles throughput over one call at a time). The
-gateway and the storage node append a partition's batches in arrival order, so
-records keep their send order, except that a retry can land after batches sent
-later. With ``max_in_flight_requests=1`` a partition has at most one call in flight
-(it is muted meanwhile, even across a leader change) and a retried batch goes back
-ahead of younger ones: send order is kept even across retries. There is no
-idempotence yet either way: a retry after a failure whose append did happen (an
-answer lost with a killed process, a timeout) writes the batch twice (at least once
-delivery).
+Ordering: up to ``max_in_flight_requests`` calls per node are in flight, and a
+partition's batches may be in several of them (pipelining: measured here, this
+doubles throughput over one call at a time). The gateway and the storage node append
+a partition's batches in arrival order. The idempotent producer (the default) keeps
+send order across retries and writes a retried batch once
+(strand.producer.transaction_manager). Without idempotence, as Kafka's producer: a
+retry can land after batches sent later (unless ``max_in_flight_requests=1``: a
+partition then has at most one call in flight, muted meanwhile, and a retried batch
+goes back ahead of younger ones), and a retry after a failure whose append did happen
+(an answer lost with a killed process, a timeout) writes the batch twice (at least
+once delivery).
 
 The loop sleeps on an ``asyncio.Event`` until the next deadline the accumulator and
 the metadata give; ``wakeup()`` (thread-safe) sets it when a batch fills or is
@@ -64,7 +64,7 @@ from strand.errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
-from strand.producer.errors import ProducerClosedError
+from strand.producer.errors import OutcomeUnknownError, ProducerClosedError
 from strand.producer.producer_batch import ProducerBatch, TopicPartition
 from strand.producer.record_accumulator import RecordAccumulator
 from strand.producer.transaction_manager import TransactionManager
@@ -105,6 +105,11 @@ METADATA_ERRORS = frozenset({
 _SEQUENCE_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                               ErrorCode.UNKNOWN_PRODUCER_ID})
 _FENCED_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED})
+# Answers that prove no attempt of an idempotent batch was written: a refusal by its
+# sequence (storage answers a written one as a duplicate), or of its bytes (every
+# attempt sends the same bytes, refused the same way).
+_NEVER_WRITTEN = _SEQUENCE_ERRORS | {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+                                     ErrorCode.INVALID_RECORD, ErrorCode.RECORD_LIST_TOO_LARGE}
 
 _EXPIRY_NODE = -1000  # a pseudo leader under which expired batches are drained
 _EXPIRY_CHECK_MS = 100.0
@@ -472,6 +477,9 @@ class Sender:
                     return
                 now = self._clock()
                 for group in groups.values():
+                    if self._tm is not None:  # the call may have been written before it broke
+                        for batch in group:
+                            self._tm.attempt_failed(batch, proves_unwritten=False)
                     self._retry_or_fail(group, error, error.retriable, now)
                 self.metadata.request_update()
                 return
@@ -523,6 +531,9 @@ class Sender:
                     continue
                 error = error_for(code, part.error_message)
                 tm = self._tm
+                if tm is not None and code != ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                    for batch in group:
+                        tm.attempt_failed(batch, proves_unwritten=code in _NEVER_WRITTEN)
                 if tm is not None and code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                     for batch in group:  # written before; its offsets are unknown (Kafka)
                         batch.complete(-1)
@@ -541,12 +552,14 @@ class Sender:
                     self._retry_or_fail(group, error, True, now)
                 else:
                     for batch in group:
-                        batch.fail(error)
+                        self._fail(batch, error)
         for tp, group in groups.items():
             if tp not in answered:
                 missing = UnknownServerError(f"the gateway's answer lacks {tp[0]}-{tp[1]}")
                 for batch in group:
-                    batch.fail(missing)
+                    if self._tm is not None:
+                        self._tm.attempt_failed(batch, proves_unwritten=False)
+                    self._fail(batch, missing)
         if refresh:
             self.metadata.request_update()
 
@@ -560,7 +573,20 @@ class Sender:
                 log.debug("retrying %r after %s", batch, error)
                 self.accumulator.reenqueue(batch, now)
             else:
-                batch.fail(error)
+                self._fail(batch, error)
+
+    def _fail(self, batch: ProducerBatch, error: StrandError) -> None:
+        """Fail ``batch`` for good; when an earlier attempt of an idempotent batch may
+        have been written, with OutcomeUnknownError: the records may be in the log."""
+        if self._tm is not None and batch.maybe_written and batch.has_sequence:
+            unknown = OutcomeUnknownError(
+                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} may or "
+                f"may not have been written: an earlier attempt got no clear answer, and "
+                f"the producer gave up ({error}). Read the partition to find out; sending "
+                "them again may write them twice")
+            unknown.__cause__ = error
+            error = unknown
+        batch.fail(error)
 
     # ---------------------------------------------------------------- metadata
 
@@ -666,7 +692,7 @@ class Sender:
             if not drained:
                 return
             for batch in drained:
-                batch.fail(error(batch.topic_partition, batch.record_count))
+                self._fail(batch, error(batch.topic_partition, batch.record_count))
             remaining = set()
             for tp in tps:
                 queued = acc.queued_batches(tp)

@@ -20,6 +20,18 @@ Rules (KIP-98, KIP-360, as Kafka's client):
   their order. An idempotent producer bumps its epoch itself, as Kafka's does
   (KIP-360): storage accepts a new epoch starting at sequence 0; at the largest
   epoch it asks for a new producer id instead.
+- Only a batch known not to be written is renumbered by a bump: one storage refused
+  by its sequence (``OUT_OF_ORDER_SEQUENCE_NUMBER``, ``UNKNOWN_PRODUCER_ID``; see
+  ``attempt_failed``). A
+  queued retry whose earlier attempt may have been written (its call timed out, the
+  connection dropped, an ambiguous error: ``maybe_written``) would be written a
+  second time under the new epoch. So, as in Kafka's client (a partition moves to the
+  new epoch only once its in-flight batches are resolved), such a partition keeps
+  its old producer id, epoch and sequences after the bump: its first unanswered
+  batch alone is retried, where storage recognises it, until an answer resolves it
+  (written; or refused by its sequence: the partition then restarts at sequence 0
+  of the new epoch) or it fails for good, to the user, with ``OutcomeUnknownError``
+  (the sender's). The other partitions move on at once.
 - ``INVALID_PRODUCER_EPOCH`` / ``PRODUCER_FENCED`` are fatal: the producer can no
   longer send (``fatal_error``).
 
@@ -43,6 +55,8 @@ _NO_SEQUENCE = -1
 
 @dataclass
 class _PartitionState:
+    producer_id: int  # the id and epoch its sequences belong to
+    epoch: int
     next_sequence: int = 0
     last_acked_sequence: int = _NO_SEQUENCE
     # In sequence order, from the oldest batch not answered for good (sent, or queued
@@ -51,6 +65,19 @@ class _PartitionState:
 
     def first_unanswered(self) -> ProducerBatch | None:
         return next((b for b in self.inflight if not b.is_done), None)
+
+    def unresolved(self) -> bool:
+        """A queued retry may have been written. (In practice only the first
+        unanswered batch: storage writes a partition's sequences in order, so a later
+        one refused by its sequence shows the earlier were not written either.)"""
+        return any(b.maybe_written and not b.is_done for b in self.inflight)
+
+    def renumber(self) -> None:
+        """Its queued retries (known not written) get new sequences, in their order,
+        when drained again."""
+        for batch in self.inflight:
+            if not batch.is_done:
+                batch.reset_producer_state()
 
 
 class TransactionManager:
@@ -83,7 +110,8 @@ class TransactionManager:
         return not self.has_producer_id or (self._bump_needed and self.epoch >= MAX_EPOCH)
 
     def set_producer_id(self, producer_id: int, epoch: int) -> None:
-        """A producer id from InitProducerId: every partition starts at sequence 0."""
+        """A producer id from InitProducerId: every partition starts at sequence 0
+        (but one with an unresolved retry, see the module doc)."""
         with self._lock:
             self.producer_id = producer_id
             self.epoch = epoch
@@ -107,14 +135,26 @@ class TransactionManager:
             return True
 
     def _reset_sequences(self) -> None:
-        # Queued retries lose their sequence and get a new one, in their order, when
-        # drained again (they were refused, or their outcome is unknown).
-        for state in self._partitions.values():
-            for batch in state.inflight:
-                if not batch.is_done:
-                    batch.reset_producer_state()
-        self._partitions.clear()
+        # Every partition restarts at sequence 0 of the new id/epoch but one with an
+        # unresolved retry: it keeps its numbers until resolved (_current_state).
+        for tp, state in list(self._partitions.items()):
+            if not state.unresolved():
+                state.renumber()
+                del self._partitions[tp]
         self._bump_needed = False
+
+    def _current_state(self, tp: TopicPartition) -> _PartitionState | None:
+        """``tp``'s state; one a bump left on an older id/epoch is dropped (its
+        retries renumbered) once nothing in it is unresolved."""
+        state = self._partitions.get(tp)
+        if state is not None and not self._is_current_state(state) and not state.unresolved():
+            state.renumber()
+            del self._partitions[tp]
+            return None
+        return state
+
+    def _is_current_state(self, state: _PartitionState) -> bool:
+        return (state.producer_id, state.epoch) == (self.producer_id, self.epoch)
 
     def set_fatal(self, error: BaseException) -> None:
         with self._lock:
@@ -128,9 +168,13 @@ class TransactionManager:
         with self._lock:
             if not self.has_producer_id or self._bump_needed or self.fatal_error is not None:
                 return True
-            state = self._partitions.get(tp)
+            state = self._current_state(tp)
             if state is None:
                 return False
+            if not self._is_current_state(state):
+                # Left on its old epoch by a bump: only its unresolved retry goes out,
+                # where storage can recognise it; the rest wait for new numbers.
+                return not (batch.maybe_written and state.first_unanswered() is batch)
             if batch.has_sequence:
                 # A retry goes out only as its partition's first unanswered batch.
                 first = state.first_unanswered()
@@ -142,7 +186,9 @@ class TransactionManager:
         with self._lock:
             if batch.has_sequence:
                 return
-            state = self._partitions.setdefault(tp, _PartitionState())
+            state = self._partitions.get(tp)
+            if state is None:
+                state = self._partitions[tp] = _PartitionState(self.producer_id, self.epoch)
             batch.set_producer_state(self.producer_id, self.epoch, state.next_sequence,
                                      self.transactional)
             state.next_sequence += batch.record_count
@@ -156,6 +202,17 @@ class TransactionManager:
             state = self._partitions.get(tp)
             last = _NO_SEQUENCE if state is None else state.last_acked_sequence
             return batch.base_sequence == last + 1
+
+    def attempt_failed(self, batch: ProducerBatch, proves_unwritten: bool) -> None:
+        """An attempt of ``batch`` got no answer or an error. Only some answers prove
+        that no attempt was written (``proves_unwritten``): a refusal by its sequence
+        (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID: within the window of 5,
+        storage answers a written one as a duplicate) or of its bytes. Any other
+        error may follow an append (a timeout, a leader that died after appending:
+        the gateway answers NOT_LEADER_OR_FOLLOWER)."""
+        with self._lock:
+            if batch.has_sequence:
+                batch.maybe_written = not proves_unwritten
 
     def is_current(self, batch: ProducerBatch) -> bool:
         """The batch carries this producer's current id and epoch."""
@@ -175,6 +232,7 @@ class TransactionManager:
             if batch.succeeded:
                 last = batch.base_sequence + batch.record_count - 1
                 state.last_acked_sequence = max(state.last_acked_sequence, last)
-            else:
-                # Its sequences are a gap storage will never see filled.
+            elif self._is_current_state(state):
+                # Its sequences are a gap storage will never see filled. (A partition
+                # left on an older epoch restarts at 0 of the current one anyway.)
                 self._bump_needed = True

@@ -129,8 +129,9 @@ class ChaosCluster:
 
     def spec(self) -> ClusterSpec:
         """Controllers and storage nodes boot together, then the gateway, then the
-        coordinators (they write __consumer_offsets through the gateway; the first to
-        find it missing has the controller create it, RF 3)."""
+        group and transaction coordinators (they write __consumer_offsets and
+        __transaction_state through the gateway; the first to find its topic missing
+        has the controller create it, RF 3)."""
         return ClusterSpec(
             self.workdir, name=self.name, controllers=len(CONTROLLERS),
             storage_nodes=len(STORAGE_NODES), coordinators=len(COORDINATORS),

@@ -65,7 +65,7 @@ def sdk_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., SdkCluster]]:
     """Start a cluster of its own for one test (``nodes`` storage nodes); stopped after it."""
     started: list[SdkCluster] = []
 
-    def start(nodes: int = 1, coordinators: int = 0, txn_coordinators: int = 0,
+    def start(nodes: int = 1, coordinators: int = 0, txn_coordinators: int = 1,
               storage_args: tuple[str, ...] = ()) -> SdkCluster:
         cluster = start_sdk_cluster(tmp_path / f"cluster-{len(started)}", nodes,
                                     coordinators=coordinators,

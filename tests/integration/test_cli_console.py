@@ -16,10 +16,14 @@ import time
 from pathlib import Path
 from typing import IO
 
+import grpc
 import pytest
 
 from strand import Admin, NewTopic, Producer
 from strand.launcher import REPO
+from strand.records.reader import iter_record_batches
+from strand.v1 import common_pb2 as pb
+from strand.v1 import gateway_pb2_grpc
 from tests.support.cluster import SdkCluster
 
 
@@ -221,6 +225,37 @@ def test_one_rule_for_defaults(group_cluster: SdkCluster) -> None:
     contradiction = strand(group_cluster, "consume", "existing", "--group", "g",
                            "--from-beginning", "--auto-offset-reset", "latest")
     assert contradiction.returncode == 2
+
+
+def producer_ids(cluster: SdkCluster, topic: str) -> list[int]:
+    """The producer id of each batch of ``topic``'s partition 0 (-1: none)."""
+    with grpc.insecure_channel(cluster.bootstrap) as channel:
+        response = gateway_pb2_grpc.GatewayStub(channel).Fetch(pb.FetchRequest(
+            max_wait_ms=0, max_bytes=1 << 20, topics=[pb.TopicFetchData(
+                topic=topic, partitions=[pb.PartitionFetchData(
+                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20,
+                    current_leader_epoch=-1)])]), timeout=10)
+    answer = response.topics[0].partitions[0]
+    assert answer.error_code == 0, answer.error_message
+    return [b.header.producer_id for b in iter_record_batches(answer.records)]
+
+
+def test_produce_is_idempotent_unless_told_otherwise(group_cluster: SdkCluster) -> None:
+    """Default: every batch carries a producer id (the idempotent producer, as Kafka
+    >= 3.0); --no-idempotence: none; --idempotence with --acks 1: a usage error."""
+    create(group_cluster, "idempotent")
+    default = strand(group_cluster, "produce", "idempotent", stdin="a\n")
+    assert default.returncode == 0, default.stderr
+    plain = strand(group_cluster, "produce", "idempotent", "--no-idempotence", stdin="b\n")
+    assert plain.returncode == 0, plain.stderr
+    ids = producer_ids(group_cluster, "idempotent")
+    assert len(ids) == 2 and ids[0] >= 0 and ids[1] == -1
+    conflict = strand(group_cluster, "produce", "idempotent", "--idempotence", "--acks", "1",
+                      stdin="c\n")
+    assert conflict.returncode == 2 and "--idempotence needs --acks all" in conflict.stderr
+    bench = strand(group_cluster, "bench", "produce", "idempotent", "--records", "10",
+                   "--no-idempotence", "--json")
+    assert bench.returncode == 0 and json.loads(bench.stdout)["idempotent"] is False
 
 
 # ------------------------------------------------------------------ 12: brokers, configs

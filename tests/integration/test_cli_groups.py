@@ -43,9 +43,13 @@ def offsets(cluster: SdkCluster, group: str) -> dict[tuple[str, int], int]:
 
 @pytest.fixture(scope="module")
 def cluster(group_cluster: SdkCluster) -> Iterator[SdkCluster]:
-    """Two topics: ledger (2 partitions, 10 timestamped records each), audit (1, 4)."""
+    """Two topics: ledger (2 partitions, 10 timestamped records each), audit (1, 4).
+    Kept forever: BASE_MS is years past the default retention, and a maintenance
+    round would otherwise delete the records while the tests run."""
+    forever = {"retention.ms": "-1"}
     with Admin(group_cluster.bootstrap) as admin:
-        admin.create_topics([NewTopic(TOPIC, 2, 1), NewTopic(OTHER, 1, 1)])
+        admin.create_topics([NewTopic(TOPIC, 2, 1, config=forever),
+                             NewTopic(OTHER, 1, 1, config=forever)])
     with Producer(group_cluster.bootstrap, acks="all") as producer:
         for p in range(2):
             for i in range(10):

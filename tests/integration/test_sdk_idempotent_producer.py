@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
-from strand.errors import ErrorCode, InvalidProducerEpochError
+from strand.errors import ErrorCode, InvalidProducerEpochError, RecordTooLargeError
 from strand.producer import RecordFuture
 from strand.records import BatchBuilder
 from strand.v1 import gateway_pb2_grpc
@@ -122,12 +122,13 @@ def test_without_idempotence_lost_answers_write_records_twice(
 
 
 def test_without_a_transaction_coordinator_records_fail_saying_why(
-        sdk_cluster: SdkCluster) -> None:
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
     """No coordinator hands out producer ids: the records expire after
     delivery_timeout_ms (no hang) with an error naming the cause and the ways out."""
-    with Admin(sdk_cluster.bootstrap) as admin:
+    cluster = sdk_cluster_factory(nodes=1, txn_coordinators=0)
+    with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("no-coordinator", 1, 1)])
-    with Producer(sdk_cluster.bootstrap, enable_idempotence=True, linger_ms=0,
+    with Producer(cluster.bootstrap, linger_ms=0,
                   request_timeout_ms=1_000, delivery_timeout_ms=3_000,
                   retry_backoff_ms=100) as producer:
         started = time.monotonic()
@@ -158,3 +159,53 @@ def test_a_fenced_epoch_ends_the_producer(
         assert isinstance(error, InvalidProducerEpochError)
         with pytest.raises(InvalidProducerEpochError):
             producer.send("fenced", b"after")
+
+
+def test_a_bump_does_not_write_again_a_batch_whose_answer_was_lost(
+        sdk_cluster_factory: Callable[..., SdkCluster]) -> None:
+    """KIP-360's duplicate risk with real processes. "kept" (RF 2) is appended by its
+    leader while the follower is paused, so acks=all times out: the producer cannot
+    know it was written. Meanwhile a record too large for "small" fails for good:
+    that sequence gap bumps the epoch. Renumbered under the new epoch, "kept"'s retry
+    would be appended a second time; it must stay on its old epoch and sequence, so
+    that storage answers it with its original offset once the ISR shrinks."""
+    # A paused follower leaves the ISR within ~2 s.
+    cluster = sdk_cluster_factory(nodes=2, storage_args=(
+        "--replica-lag-time-max-ms", "1500", "--maintenance-interval", "0.25"))
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([  # both led by node 1; node 2 follows "kept"
+            NewTopic("kept", replica_assignment={0: [1, 2]}),
+            NewTopic("small", replica_assignment={0: [1]},
+                     config={"max.message.bytes": "1024"})])
+    wait_until(lambda: placement(cluster, "kept")[0] == (1, (1, 2)), 30,
+               "node 1 leading kept, both replicas in sync")
+    with Producer(cluster.bootstrap, linger_ms=0, request_timeout_ms=600,
+                  retry_backoff_ms=50, delivery_timeout_ms=60_000) as producer:
+        assert producer.send("kept", b"first").result(timeout=30).offset == 0
+        producer.send("small", b"ok").result(timeout=30)
+        follower = cluster.storage[1]
+        follower.pause()
+        try:
+            kept = producer.send("kept", b"second")
+            too_large = producer.send("small", b"x" * 4096)
+            assert isinstance(too_large.exception(timeout=30), RecordTooLargeError)
+            tm = producer._transaction_manager
+            assert tm is not None
+            wait_until(lambda: tm.epoch >= 1, 30, "the epoch bump after the gap")
+            offset = kept.result(timeout=60).offset  # once the paused node leaves the ISR
+        finally:
+            follower.resume()
+        assert producer.send("kept", b"third").result(timeout=30).offset == offset + 1
+    assert _values(cluster, "kept") == [b"first", b"second", b"third"]
+
+
+def _values(cluster: SdkCluster, topic: str) -> list[bytes | None]:
+    with Consumer(cluster.bootstrap, fetch_max_wait_ms=100) as consumer:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        values: list[bytes | None] = []
+        while consumer.position(tp) < end:
+            values.extend(r.value for r in consumer.poll(timeout_ms=500).get(tp, []))
+        return values

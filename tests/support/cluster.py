@@ -19,6 +19,8 @@ SdkCluster = Cluster  # the name the SDK tests know their cluster by
 
 # Short leases, so that a killed process is noticed within seconds.
 LEASE_TTL = 2
+# Few shards (fast to create and load); timed-out transactions looked for every 200 ms.
+TXN_COORDINATOR_ARGS = ("--shards", "4", "--abort-interval-ms", "200")
 
 
 def user_env(home: Path, **extra: str) -> dict[str, str]:
@@ -36,31 +38,32 @@ def new_etcd(directory: Path) -> EtcdServer:
 
 
 def cluster_spec(directory: Path, name: str, **shape: Any) -> ClusterSpec:
-    """A test cluster's spec: one controller, one storage node and a gateway unless
-    ``shape`` (ClusterSpec's fields) says otherwise."""
+    """A test cluster's spec: one controller, one storage node, a gateway and a
+    transaction coordinator (4 shards of __transaction_state: idempotent producers
+    get their producer ids from it) unless ``shape`` (ClusterSpec's fields) says
+    otherwise."""
     base = ClusterSpec(directory, name=name, lease_ttl=LEASE_TTL, logs=directory,
                        etcd_fsync=False, boot=Boot.ONE_BY_ONE, healthy_timeout=30,
-                       registered_timeout=20)
+                       registered_timeout=20, txn_coordinator_args=TXN_COORDINATOR_ARGS)
     return replace(base, **shape)
 
 
 def sdk_spec(directory: Path, nodes: int = 2, name: str = "sdk",
-             coordinators: int = 0, txn_coordinators: int = 0,
+             coordinators: int = 0, txn_coordinators: int = 1,
              storage_args: tuple[str, ...] = ()) -> ClusterSpec:
     """etcd, a controller, ``nodes`` storage nodes (racks r1, r2 …), a gateway,
     ``coordinators`` group coordinators (4 shards of __consumer_offsets, a 300 ms
-    initial rebalance delay) and ``txn_coordinators`` transaction coordinators (4
-    shards of __transaction_state, timed-out transactions looked for every 200 ms),
+    initial rebalance delay) and ``txn_coordinators`` transaction coordinators
+    (TXN_COORDINATOR_ARGS; at least one for the idempotent producer, the default),
     for the SDK's tests: clients connect to ``bootstrap``."""
     return cluster_spec(directory, name, storage_nodes=nodes, coordinators=coordinators,
                      txn_coordinators=txn_coordinators, storage_args=storage_args,
                      controller_args=("--preferred-leader-interval", "2"),
-                     coordinator_args=("--shards", "4", "--initial-rebalance-delay-ms", "300"),
-                     txn_coordinator_args=("--shards", "4", "--abort-interval-ms", "200"))
+                     coordinator_args=("--shards", "4", "--initial-rebalance-delay-ms", "300"))
 
 
 def start_sdk_cluster(directory: Path, nodes: int = 2, name: str = "sdk",
-                      coordinators: int = 0, txn_coordinators: int = 0,
+                      coordinators: int = 0, txn_coordinators: int = 1,
                       storage_args: tuple[str, ...] = ()) -> SdkCluster:
     directory.mkdir(parents=True, exist_ok=True)
     return Cluster(sdk_spec(directory, nodes, name, coordinators, txn_coordinators,

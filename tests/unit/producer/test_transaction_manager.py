@@ -159,3 +159,7 @@ def test_enable_idempotence_follows_kafkas_rules() -> None:
             assert not producer.idempotent  # unset: yields to the conflicting setting
     with Producer("127.0.0.1:1", enable_idempotence=True) as producer:
         assert producer.idempotent
+    with Producer("127.0.0.1:1") as producer:
+        assert producer.idempotent  # on by default, as Kafka >= 3.0
+    with Producer("127.0.0.1:1", enable_idempotence=False) as producer:
+        assert not producer.idempotent
