@@ -17,6 +17,7 @@ import click
 
 from strand.cli.common import await_topic, bootstrap, err, friendly_errors
 from strand.cli.formats import InputFormat, OutputFormat, parse_header_option
+from strand.cli.input_lines import input_lines
 from strand.cli.stopping import Stopper
 from strand.client.structs import TopicPartition
 from strand.errors import StrandError
@@ -159,7 +160,7 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
     interrupted = False
     with Producer(bootstrap(ctx), **settings) as producer:
         try:
-            for raw in sys.stdin.buffer:
+            for raw in input_lines():
                 lines += 1
                 try:
                     send(producer, raw.rstrip(b"\r\n"), lines)
@@ -188,7 +189,7 @@ def _produce_transactions(ctx: click.Context, producer: Producer, topic: str,
     producer.init_transactions()
     lines = committed = transactions = open_lines = 0
     try:
-        for raw in sys.stdin.buffer:
+        for raw in input_lines():
             if open_lines == 0:
                 producer.begin_transaction()
             lines += 1

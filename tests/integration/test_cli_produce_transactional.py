@@ -91,7 +91,9 @@ def test_ctrl_c_aborts_the_open_transaction(cluster: SdkCluster) -> None:
             return len(seen) >= 3
         # linger: the records are sent within 5 ms; the input stays open meanwhile
         wait_until(written, 30, "the open transaction's records in the log")
+    # Input still open, as at a terminal: the interrupt alone must stop it.
     child.send_signal(signal.SIGINT)
+    child.wait(timeout=30)
     _, stderr = child.communicate(timeout=30)
     assert child.returncode == 130, stderr
     assert "interrupted: aborted the open transaction (3 records)" in stderr
