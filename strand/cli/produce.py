@@ -7,6 +7,7 @@ and read in the format language of :mod:`strand.cli.formats`.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -133,6 +134,9 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     check_idempotence(idempotence, acks)
+    # Ctrl-C delivers what was read (or aborts the open transaction), even when this
+    # process was started with SIGINT ignored (a shell's background job does that).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     await_topic(ctx, topic, max_block_ms, "--max-block-ms")
     failures = _Failures()
 
