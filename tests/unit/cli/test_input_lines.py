@@ -40,6 +40,9 @@ def test_sigint_to_another_thread_interrupts_the_wait() -> None:
         signal.pthread_kill(threading.get_ident(), signal.SIGINT)
 
     thread = threading.Thread(target=other_thread)
+    # The test runner may have been started with SIGINT ignored (a background job):
+    # handle it as Python does by default, as `strand produce` does.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     thread.start()
     started = time.monotonic()
     try:
@@ -49,5 +52,6 @@ def test_sigint_to_another_thread_interrupts_the_wait() -> None:
         assert time.monotonic() - started < 5
     finally:
         thread.join()
+        signal.signal(signal.SIGINT, previous)
         os.close(write_end)
         os.close(read_end)
