@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 
+from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import open_aio_channel, transport_error
 from strand.errors import ErrorCode, StrandError, UnknownServerError, error_for
 from strand.v1 import common_pb2, gateway_pb2_grpc
@@ -17,7 +18,7 @@ __all__ = ["GatewayProducer"]
 
 class GatewayProducer:
     def __init__(self, bootstrap: str, client_id: str) -> None:
-        self.address = bootstrap.split(",")[0].strip()
+        self.address = resolve_bootstrap(bootstrap)  # the first of a list, checked
         self.client_id = client_id
         self._channel: grpc.aio.Channel | None = None
         self._stub: gateway_pb2_grpc.GatewayStub | None = None
