@@ -108,7 +108,7 @@ def _decode_value(data: bytes) -> TxnTransit:
             f"__transaction_state value out of range: producer {producer_id}, epoch {epoch}, "
             f"timeout {timeout_ms} ms, {topic_count} topics")
     pos = _HEAD.size
-    partitions: set[TopicPartition] = set()
+    partitions: list[TopicPartition] = []
     for _ in range(topic_count):
         (length,) = _I16.unpack_from(data, pos)
         topic = data[pos + 2:pos + 2 + length].decode()
@@ -121,10 +121,12 @@ def _decode_value(data: bytes) -> TxnTransit:
             raise CorruptRecordError(f"__transaction_state value says {topic!r} has {count} "
                                      f"partitions in {len(data) - pos} bytes")
         for partition in struct.unpack_from(f">{count}i", data, pos):
-            if partition < 0 or (topic, partition) in partitions:
+            # The writer lists partitions in order, each once: anything else is damage
+            # (a changed byte in a topic name may still decode as another name).
+            if partition < 0 or (partitions and (topic, partition) <= partitions[-1]):
                 raise CorruptRecordError(
-                    f"__transaction_state value lists {topic!r}-{partition} wrongly")
-            partitions.add((topic, partition))
+                    f"__transaction_state value lists {topic!r}-{partition} out of order")
+            partitions.append((topic, partition))
         pos += 4 * count
     if pos != len(data):
         raise CorruptRecordError(f"__transaction_state value has {len(data) - pos} bytes "
