@@ -75,6 +75,9 @@ MARKER_RETRY_S = 0.5
 # How long AddPartitionsToTxn / AddOffsetsToTxn / InitProducerId wait for the id's
 # previous transaction to complete before answering CONCURRENT_TRANSACTIONS.
 COMPLETION_WAIT_S = 2.0
+# How long a Complete* record waits for the record of a request that was waiting for
+# it (they then share one write).
+COMPLETION_HOLD_S = 0.005
 
 
 def wall_ms() -> int:
@@ -113,6 +116,8 @@ class TxnShardCoordinator:
         self._started = False
         # Transactional ids whose markers are being written: set once Complete*.
         self._completions: dict[str, asyncio.Event] = {}
+        # Transactional ids with a request waiting for that completion.
+        self._waiting: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -214,8 +219,14 @@ class TxnShardCoordinator:
         would otherwise spend most of its time between transactions polling)."""
         done = self._completions.get(transactional_id)
         if done is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), COMPLETION_WAIT_S)
+            self._waiting[transactional_id] = self._waiting.get(transactional_id, 0) + 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), COMPLETION_WAIT_S)
+            finally:
+                left = self._waiting.pop(transactional_id) - 1
+                if left:
+                    self._waiting[transactional_id] = left
 
     async def _complete(self, metadata: TransactionMetadata) -> None:
         """Markers on every partition, then Complete*; retried until done or stopped."""
@@ -257,8 +268,11 @@ class TxnShardCoordinator:
         if self._stopping.is_set():
             self.store.abort_pending(metadata)
             return False
+        # A request waiting for this completion writes its own record right after:
+        # held for it, both go out in one write instead of one after the other.
+        hold_s = COMPLETION_HOLD_S if self._waiting.get(metadata.transactional_id) else 0.0
         writing = asyncio.ensure_future(
-            self.log.append([record(metadata.transactional_id, transit)]))
+            self.log.append([record(metadata.transactional_id, transit)], hold_s=hold_s))
         await asyncio.sleep(0)  # the append queues the record before its first wait
         if writing.done() and (writing.cancelled() or writing.exception() is not None):
             self.store.abort_pending(metadata)

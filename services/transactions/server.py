@@ -31,6 +31,7 @@ from services.transactions.txn_metadata import TopicPartition
 from services.transactions.txn_requests import DEFAULT_MAX_TIMEOUT_MS, ProducerIdAndEpoch
 from services.transactions.txn_state import TxnState
 from services.transactions.txn_store import DEFAULT_ID_EXPIRATION_MS
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import allocate_producer_ids, ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -235,9 +236,12 @@ class TransactionsProcess:
         self.settings = settings
         self.keys = KeySpace(settings.cluster)
         self.cache = MetadataCache(self.keys)
+        # Channels to the storage nodes and group coordinators, kept for the process.
+        self.channels = AioChannels(f"txn-coordinator-{settings.instance_id}")
         self.markers = (markers if markers is not None
-                        else LeaderMarkerWriter(StorageMarkerWriter(self.cache),
-                                                GroupOffsetsCompleter(self.cache)))
+                        else LeaderMarkerWriter(
+                            StorageMarkerWriter(self.cache, self.channels.get),
+                            GroupOffsetsCompleter(self.cache, self.channels.get)))
         self.ownership: ShardOwnership | None = None
         self.producer_ids = ProducerIdManager(self._fetch_block)
         self.servicer = TransactionsServicer(self.cache, self.producer_ids,
@@ -283,6 +287,7 @@ class TransactionsProcess:
             await self.producer_ids.close()
             await server.stop(grace=2)
             await self._gateway.close()
+            await self.channels.close()
             await watcher.stop()
             await etcd.close()
 

@@ -15,7 +15,7 @@ keeps its error and the caller tries again later.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import grpc
 
@@ -38,8 +38,10 @@ class GroupOffsetsCompleter:
     """Ends a transaction's offsets on the group coordinators of its
     ``__consumer_offsets`` partitions."""
 
-    def __init__(self, cache: MetadataCache, timeout_s: float = 30.0) -> None:
+    def __init__(self, cache: MetadataCache, channel: Callable[[str], grpc.aio.Channel],
+                 timeout_s: float = 30.0) -> None:
         self.cache = cache
+        self._channel = channel  # the caller's, kept open (see StorageMarkerWriter)
         self.timeout_s = timeout_s
 
     async def complete(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -72,10 +74,9 @@ class GroupOffsetsCompleter:
             shard=shard, producer_id=producer_id, producer_epoch=producer_epoch,
             coordinator_epoch=coordinator_epoch, committed=commit)
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
-                response = await groups_pb2_grpc.GroupCoordinatorStub(
-                    channel).CompleteTxnOffsets(request,
-                                                timeout=min(timeout_s, CALL_TIMEOUT_S))
+            response = await groups_pb2_grpc.GroupCoordinatorStub(
+                self._channel(address)).CompleteTxnOffsets(
+                    request, timeout=min(timeout_s, CALL_TIMEOUT_S))
         except grpc.aio.AioRpcError as exc:
             return MarkerError(ErrorCode.NETWORK_EXCEPTION,
                                f"group coordinator {address} did not answer "

@@ -84,8 +84,12 @@ async def until_final(cache: MetadataCache, partitions: Iterable[TopicPartition]
 class StorageMarkerWriter:
     """Writes a transaction's COMMIT/ABORT markers to its partitions' leaders."""
 
-    def __init__(self, cache: MetadataCache, timeout_s: float = 30.0) -> None:
+    def __init__(self, cache: MetadataCache, channel: Callable[[str], grpc.aio.Channel],
+                 timeout_s: float = 30.0) -> None:
         self.cache = cache
+        # The caller's channel to an address, kept open: a connection per call would
+        # add its handshake to every transaction's end.
+        self._channel = channel
         self.timeout_s = timeout_s
 
     async def write_markers(self, producer_id: int, producer_epoch: int,
@@ -133,9 +137,8 @@ class StorageMarkerWriter:
                 topics=[storage_pb2.WritableTxnMarkerTopic(topic=t, partitions=ps)
                         for t, ps in topics.items()])])
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
-                response = await storage_pb2_grpc.StorageStub(channel).WriteTxnMarkers(
-                    request, timeout=min(timeout_s, CALL_TIMEOUT_S) + 1)
+            response = await storage_pb2_grpc.StorageStub(self._channel(address)) \
+                .WriteTxnMarkers(request, timeout=min(timeout_s, CALL_TIMEOUT_S) + 1)
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in _UNREACHABLE:
                 raise

@@ -22,6 +22,7 @@ again, under a new epoch, and reloaded).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -67,8 +68,10 @@ class Record:
 class ShardLog(Protocol):
     """Partition ``shard`` of a coordinator's internal topic."""
 
-    async def append(self, records: Sequence[Record]) -> None:
-        """Write with acks=all; raise (a StrandError) if that did not happen."""
+    async def append(self, records: Sequence[Record], *, hold_s: float = 0.0) -> None:
+        """Write with acks=all; raise (a StrandError) if that did not happen.
+        ``hold_s``: the caller expects another record at once; wait up to that long
+        for it so that both go out in one write."""
 
     async def read_all(self) -> list[tuple[bytes, bytes | None]]:
         """Every (key, value) from the log start to the high watermark."""
@@ -98,6 +101,7 @@ class GatewayShardLog:
         self._lost: str | None = None
         self._queue: list[_Pending] = []
         self._flushing: asyncio.Task[None] | None = None
+        self._arrived = asyncio.Event()  # an append while a hold is on
 
     @property
     def where(self) -> str:
@@ -105,17 +109,23 @@ class GatewayShardLog:
 
     # ------------------------------------------------------------------ writing
 
-    async def append(self, records: Sequence[Record]) -> None:
+    async def append(self, records: Sequence[Record], *, hold_s: float = 0.0) -> None:
         self._check_lost()
         if not records:
             return
         pending = _Pending(records)
         self._queue.append(pending)
+        self._arrived.set()
         if self._flushing is None or self._flushing.done():
-            self._flushing = asyncio.create_task(self._flush(), name=f"write-{self.where}")
+            self._flushing = asyncio.create_task(self._flush(hold_s), name=f"write-{self.where}")
         await asyncio.shield(pending.done)
 
-    async def _flush(self) -> None:
+    async def _flush(self, hold_s: float = 0.0) -> None:
+        if hold_s > 0:
+            # Until the next append (or hold_s): it joins this write, in queue order.
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), hold_s)
         while self._queue:
             taken: list[_Pending] = []
             count = size = 0

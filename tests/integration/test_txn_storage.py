@@ -14,6 +14,7 @@ from typing import Literal
 import grpc
 
 from strand import Admin, Consumer, NewTopic, TopicPartition
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
@@ -85,10 +86,12 @@ async def _write_markers(cluster: SdkCluster, pid: int, commit: bool,
     cache = MetadataCache(KeySpace(cluster.name))
     watcher = MetadataWatcher(etcd, cache)
     await watcher.start()
+    channels = AioChannels("test-markers")
     try:
-        writer = StorageMarkerWriter(cache, timeout_s=60)
+        writer = StorageMarkerWriter(cache, channels.get, timeout_s=60)
         return await writer.write_markers(pid, 0, 0, commit, partitions)
     finally:
+        await channels.close()
         await watcher.stop()
         await etcd.close()
 

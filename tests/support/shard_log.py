@@ -14,7 +14,7 @@ class MemoryLog:
         self.records: list[tuple[bytes, bytes | None]] = []
         self.fail_next = False
 
-    async def append(self, records: Sequence[Record]) -> None:
+    async def append(self, records: Sequence[Record], *, hold_s: float = 0.0) -> None:
         if self.fail_next:
             self.fail_next = False
             raise NotEnoughReplicasError("ISR too small")

@@ -14,6 +14,7 @@ from strand.coordination.shard_fence import shard_writer_ids
 from strand.coordination.shard_log import GatewayShardLog, Record
 from strand.errors import NotCoordinatorError, NotEnoughReplicasError, StrandError
 from strand.records.batch import iter_batches
+from strand.records.reader import RecordBatch
 
 WRITER, _ = shard_writer_ids("groups", 0, 3)
 
@@ -58,6 +59,41 @@ def test_appends_are_batched_in_order_and_retries_keep_their_sequence() -> None:
         # the first, then the three gathered into one batch, refused once and retried
         assert _sequences(gateway) == [(0, 1), (1, 3), (1, 3)]
         assert gateway.batches[1] == gateway.batches[2] and not lost
+
+    asyncio.run(scenario())
+
+
+def _keys(gateway: Gateway) -> list[list[bytes | None]]:
+    out = []
+    for raw in gateway.batches:
+        out.append([record.key for record in RecordBatch(raw).records()])
+    return out
+
+
+def test_a_held_append_waits_for_the_next_one_and_shares_its_write() -> None:
+    """A coordinator that knows another record follows at once (a completion some
+    request waits for) holds its record: one write, in append order."""
+    async def scenario() -> None:
+        gateway = Gateway()
+        log = _log(gateway, [])
+        held = asyncio.ensure_future(log.append([Record(b"first", b"1")], hold_s=5))
+        await asyncio.sleep(0.02)
+        assert gateway.batches == []  # held
+        async with asyncio.timeout(1):  # the next append ends the hold, not the 5 s
+            await asyncio.gather(held, log.append([Record(b"second", b"2")]))
+        assert _keys(gateway) == [[b"first", b"second"]]
+        assert _sequences(gateway) == [(0, 2)]
+
+    asyncio.run(scenario())
+
+
+def test_a_hold_nobody_joins_ends_after_its_time() -> None:
+    async def scenario() -> None:
+        gateway = Gateway()
+        log = _log(gateway, [])
+        async with asyncio.timeout(1):
+            await log.append([Record(b"alone", b"1")], hold_s=0.05)
+        assert _keys(gateway) == [[b"alone"]]
 
     asyncio.run(scenario())
 

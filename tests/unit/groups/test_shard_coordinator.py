@@ -129,7 +129,7 @@ def test_a_commit_whose_caller_went_away_is_still_applied() -> None:
         release = asyncio.Event()
         written = log.append
 
-        async def slow_append(records: Sequence[Record]) -> None:
+        async def slow_append(records: Sequence[Record], *, hold_s: float = 0.0) -> None:
             await release.wait()
             await written(records)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+import grpc
 import pytest
 
 from services.transactions.leader_markers import LeaderMarkerWriter
@@ -20,11 +21,15 @@ from strand.errors import ErrorCode, NotLeaderOrFollowerError, StrandError
 TopicPartition = tuple[str, int]
 
 
+def _no_network(address: str) -> grpc.aio.Channel:
+    raise AssertionError(f"no call may reach {address}: the answers are given")
+
+
 class Answers(StorageMarkerWriter):
     """storage_calls' writer with the leaders' answers given (no network)."""
 
     def __init__(self, answers: dict[TopicPartition, MarkerError]) -> None:
-        super().__init__(MetadataCache(KeySpace("test")))
+        super().__init__(MetadataCache(KeySpace("test")), _no_network)
         self.answers = answers
         self.asked: list[tuple[int, int, int, bool, list[TopicPartition]]] = []
 
@@ -41,7 +46,7 @@ class GroupAnswers(GroupOffsetsCompleter):
     """group_calls' completer with the group coordinators' answers given."""
 
     def __init__(self, answers: dict[TopicPartition, MarkerError] | None = None) -> None:
-        super().__init__(MetadataCache(KeySpace("test")))
+        super().__init__(MetadataCache(KeySpace("test")), _no_network)
         self.answers = answers or {}
         self.asked: list[tuple[int, int, int, bool, list[TopicPartition]]] = []
 

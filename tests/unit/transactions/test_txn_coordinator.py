@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterator, Sequence
 
 import pytest
 
-from services.transactions.coordinator import TxnShardCoordinator
+from services.transactions.coordinator import COMPLETION_HOLD_S, TxnShardCoordinator
 from services.transactions.txn_metadata import TopicPartition
 from services.transactions.txn_records import decode_value
 from services.transactions.txn_requests import ProducerIdAndEpoch
@@ -242,7 +242,7 @@ class SlowLog(MemoryLog):
         super().__init__()
         self.release = asyncio.Event()
 
-    async def append(self, records: Sequence[Record]) -> None:
+    async def append(self, records: Sequence[Record], *, hold_s: float = 0.0) -> None:
         await self.release.wait()
         await super().append(records)
 
@@ -271,6 +271,63 @@ def test_a_caller_that_goes_away_does_not_leave_its_change_pending() -> None:
         assert states(log) == [TxnState.EMPTY, TxnState.ONGOING]
         await c.end_txn(TID, 100, 0, commit=True)  # the id is not stuck
         await settle(c, TxnState.COMPLETE_COMMIT)
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+class GatedMarkers(Markers):
+    """Markers written only once ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def write_markers(self, producer_id: int, producer_epoch: int,
+                            coordinator_epoch: int, commit: bool,
+                            partitions: Collection[TopicPartition]) -> None:
+        await self.release.wait()
+        await super().write_markers(producer_id, producer_epoch, coordinator_epoch, commit,
+                                    partitions)
+
+
+class HoldLog(MemoryLog):
+    """Records the hold asked for with each append."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holds: list[tuple[TxnState, float]] = []
+
+    async def append(self, records: Sequence[Record], *, hold_s: float = 0.0) -> None:
+        for r in records:
+            transit = decode_value(r.value)
+            self.holds.append((TxnState.DEAD if transit is None else transit.state, hold_s))
+        await super().append(records, hold_s=hold_s)
+
+
+def test_a_completion_a_request_waits_for_is_held_for_its_record() -> None:
+    """The next transaction's AddPartitionsToTxn waits for the markers; the Complete
+    record is then held for its Ongoing record (one shard write for both), and only
+    then: a completion nobody waits for goes out at once."""
+    async def scenario() -> None:
+        log, markers, clock = HoldLog(), GatedMarkers(), Clock()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        await c.add_partitions(TID, 100, 0, PARTS[:1])
+        await c.end_txn(TID, 100, 0, commit=True)
+        adding = asyncio.ensure_future(c.add_partitions(TID, 100, 0, PARTS[1:2]))
+        await asyncio.sleep(0.02)
+        assert not adding.done()  # waiting for the markers
+        markers.release.set()
+        await adding
+        await c.end_txn(TID, 100, 0, commit=True)
+        await settle(c, TxnState.COMPLETE_COMMIT)
+        assert log.holds[-5:] == [
+            (TxnState.PREPARE_COMMIT, 0.0), (TxnState.COMPLETE_COMMIT, COMPLETION_HOLD_S),
+            (TxnState.ONGOING, 0.0), (TxnState.PREPARE_COMMIT, 0.0),
+            (TxnState.COMPLETE_COMMIT, 0.0)]
         await c.stop()
 
     asyncio.run(scenario())
