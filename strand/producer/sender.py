@@ -47,7 +47,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,12 +58,11 @@ from strand.client.metadata import MetadataCache
 from strand.client.wire import encode_produce_request
 from strand.errors import (
     ErrorCode,
-    RequestTimedOutError,
     StrandError,
     UnknownServerError,
-    UnknownTopicOrPartitionError,
     error_for,
 )
+from strand.producer.batch_expiry import QueuedBatchFailer, only_under
 from strand.producer.errors import OutcomeUnknownError, ProducerClosedError
 from strand.producer.producer_batch import ProducerBatch, TopicPartition
 from strand.producer.record_accumulator import RecordAccumulator
@@ -111,14 +110,7 @@ _FENCED_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER
 _NEVER_WRITTEN = _SEQUENCE_ERRORS | {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
                                      ErrorCode.INVALID_RECORD, ErrorCode.RECORD_LIST_TOO_LARGE}
 
-_EXPIRY_NODE = -1000  # a pseudo leader under which expired batches are drained
 _EXPIRY_CHECK_MS = 100.0
-
-
-def _only(partitions: set[TopicPartition], node: int) -> Callable[[TopicPartition], int | None]:
-    """A ``leader_of`` that puts ``partitions`` under ``node`` and hides the others, so
-    that ``drain()`` takes exactly the batches asked for."""
-    return lambda tp: node if tp in partitions else None
 
 
 def _monotonic_ms() -> float:
@@ -173,6 +165,10 @@ class Sender:
         self._next_init = 0.0  # InitProducerId backoff after a failure
         # Set by a transactional Producer: adds partitions to the transaction each turn.
         self.transactions: Transactions | None = None
+        self._unsendable = QueuedBatchFailer(
+            accumulator, metadata, self._fail, clock,
+            delivery_timeout_ms=config.delivery_timeout_ms,
+            metadata_wait_ms=config.metadata_wait_ms, tm=self._tm)
 
     # ------------------------------------------------------------- thread control
 
@@ -296,7 +292,7 @@ class Sender:
         leader_of = metadata.leader_of
         result = acc.ready(now, leader_of)
         if result.unknown_leader_partitions:
-            self._fail_missing_partitions(result.unknown_leader_partitions, now)
+            self._unsendable.fail_missing_partitions(result.unknown_leader_partitions, now)
             metadata.request_update()
         delay = result.next_ready_check_delay_ms
         if self._tm is not None:
@@ -319,7 +315,7 @@ class Sender:
                     self._send(node, batches)
         if now >= self._next_expiry_check:
             self._next_expiry_check = now + _EXPIRY_CHECK_MS
-            self._expire(now)
+            self._unsendable.expire(self._partitions, now)
         if self._partitions and acc.has_incomplete():
             delay = min(delay, max(1.0, self._next_expiry_check - now))
         return delay
@@ -426,7 +422,7 @@ class Sender:
                 wanted[tp] = count
         # drain() takes one batch per partition per call, the heads planned above.
         while wanted:
-            more = acc.drain([node], 1 << 62, leader_of=_only(set(wanted), node),
+            more = acc.drain([node], 1 << 62, leader_of=only_under(set(wanted), node),
                              now=now)[node]
             if not more:
                 return
@@ -625,77 +621,4 @@ class Sender:
         """Fail every batch not yet sent (on the sender thread): the transaction they
         belong to is aborting."""
         if self.accumulator.has_undrained():
-            self._drain_and_fail(set(self._partitions), lambda tp, n: error)
-
-    # ------------------------------------------------------------------ expiry
-
-    def _fail_missing_partitions(self, tps: Iterable[TopicPartition], now: float) -> None:
-        """Batches for partitions that do not exist (an explicit partition sent before
-        the metadata was known) fail with UnknownTopicOrPartitionError instead of
-        expiring: at once for a partition beyond the topic's count, and after
-        ``metadata_wait_ms`` (the producer's max_block_ms, what a keyed send would have
-        waited) for a topic the cluster does not know."""
-        metadata = self.metadata
-        missing: set[TopicPartition] = set()
-        unknown: set[TopicPartition] = set()
-        for tp in tps:
-            info = metadata.topic(tp[0])
-            if info is None:
-                continue
-            if info.error == ErrorCode.NONE:
-                if info.partitions and not 0 <= tp[1] < len(info.partitions):
-                    missing.add(tp)
-            elif info.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                queued = self.accumulator.queued_batches(tp)
-                if queued and now - queued[0].created_ms >= self.config.metadata_wait_ms:
-                    unknown.add(tp)
-        if missing:
-            self._drain_and_fail(missing, lambda tp, n: UnknownTopicOrPartitionError(
-                f"{n} record(s) for {tp[0]}-{tp[1]}: topic {tp[0]!r} has "
-                f"{metadata.partition_count(tp[0])} partitions"))
-        if unknown:
-            wait = self.config.metadata_wait_ms
-            self._drain_and_fail(unknown, lambda tp, n: UnknownTopicOrPartitionError(
-                f"{n} record(s) for {tp[0]}-{tp[1]}: topic {tp[0]!r} does not exist "
-                f"(waited max_block_ms={wait:g})"),
-                lambda batch: now - batch.created_ms >= wait)
-
-    def _expire(self, now: float) -> None:
-        timeout = self.config.delivery_timeout_ms
-        expired = set()
-        for tp in list(self._partitions):
-            queued = self.accumulator.queued_batches(tp)
-            if queued and now - queued[0].created_ms >= timeout:
-                expired.add(tp)
-        if expired:
-            tm = self._tm
-            why = ""
-            if tm is not None and not tm.has_producer_id:
-                why = (f"; the idempotent producer has no producer id yet (InitProducerId: "
-                       f"{tm.init_error or 'no answer'}): run a transaction coordinator, "
-                       "or set enable_idempotence=False")
-            self._drain_and_fail(expired, lambda tp, n: RequestTimedOutError(
-                f"expiring {n} record(s) for {tp[0]}-{tp[1]}: {timeout:g} ms "
-                f"(delivery_timeout_ms) passed since the batch was created{why}"),
-                lambda batch: now - batch.created_ms >= timeout)
-
-    def _drain_and_fail(self, tps: set[TopicPartition],
-                        error: Callable[[TopicPartition, int], StrandError],
-                        still: Callable[[ProducerBatch], bool] | None = None) -> None:
-        """Fail the queued batches of ``tps`` (while ``still(head)`` holds)."""
-        acc = self.accumulator
-        for _ in range(10_000):  # bounded: each round removes one batch per partition
-            if not tps:
-                return
-            drained = acc.drain([_EXPIRY_NODE], 1 << 62, leader_of=_only(tps, _EXPIRY_NODE),
-                                now=self._clock(), to_send=False)[_EXPIRY_NODE]
-            if not drained:
-                return
-            for batch in drained:
-                self._fail(batch, error(batch.topic_partition, batch.record_count))
-            remaining = set()
-            for tp in tps:
-                queued = acc.queued_batches(tp)
-                if queued and (still is None or still(queued[0])):
-                    remaining.add(tp)
-            tps = remaining
+            self._unsendable.drain_and_fail(set(self._partitions), lambda tp, n: error)
