@@ -54,3 +54,13 @@ def test_rpcs_are_counted_timed_and_traced() -> None:
     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
     names = [span.name for span in spans.get_finished_spans()]
     assert names.count("/grpc.health.v1.Health/Check") == 4
+
+
+def test_without_an_exporter_rpcs_are_counted_but_not_traced() -> None:
+    """No span exporter (no OTEL_EXPORTER_OTLP_ENDPOINT): nobody would see the spans,
+    so no tracing interceptor records one per call; the metrics stay."""
+    interceptors = setup_telemetry("test", metric_readers=[InMemoryMetricReader()])
+    assert [type(i).__name__ for i in interceptors] == ["RpcMetricsInterceptor"]
+    with_spans = setup_telemetry("test", metric_readers=[InMemoryMetricReader()],
+                                 span_exporter=InMemorySpanExporter())
+    assert len(with_spans) == 2 and type(with_spans[1]).__name__ == "RpcMetricsInterceptor"
