@@ -31,6 +31,7 @@ from services.transactions.txn_metadata import TopicPartition
 from services.transactions.txn_requests import DEFAULT_MAX_TIMEOUT_MS, ProducerIdAndEpoch
 from services.transactions.txn_state import TxnState
 from services.transactions.txn_store import DEFAULT_ID_EXPIRATION_MS
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import allocate_producer_ids, ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -243,7 +244,9 @@ class TransactionsProcess:
         self.servicer = TransactionsServicer(self.cache, self.producer_ids,
                                              settings.max_timeout_ms)
         self._stopping = asyncio.Event()
-        self._gateway: GatewayProducer | None = None
+        # The process's channels (its shard writes to the gateway), closed on shutdown.
+        self.channels = AioChannels(f"txn-coordinator-{settings.instance_id}")
+        self._gateway = GatewayProducer(self.channels, settings.bootstrap)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -264,8 +267,6 @@ class TransactionsProcess:
         server, health_servicer = new_server()
         transactions_pb2_grpc.add_TransactionsServicer_to_server(self.servicer, server)
         await serve(server, settings.listen)
-        self._gateway = GatewayProducer(settings.bootstrap,
-                                        f"txn-coordinator-{settings.instance_id}")
         self.ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
@@ -282,7 +283,7 @@ class TransactionsProcess:
             await owning
             await self.producer_ids.close()
             await server.stop(grace=2)
-            await self._gateway.close()
+            await self.channels.close()
             await watcher.stop()
             await etcd.close()
 
@@ -297,7 +298,7 @@ class TransactionsProcess:
         return record.partitions if record is not None else None
 
     async def _acquire(self, shard: int) -> None:
-        assert self._gateway is not None and self.ownership is not None
+        assert self.ownership is not None
         settings = self.settings
         coordinator = TxnShardCoordinator(
             shard, owned_shard_log(self._gateway, settings.bootstrap, TRANSACTION_TOPIC,
