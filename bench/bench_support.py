@@ -1,6 +1,6 @@
-"""What the benchmarks that start a cluster share: the warnings its services
-logged, the machine's facts, and the run folder's removal (the logs kept when the
-run failed). Imported as a top-level module (``bench/`` is the scripts' folder)."""
+"""What the benchmarks that start a cluster share: their entry point, the warnings
+its services logged, the machine's facts, and the run folder's removal (the logs
+kept when the run failed). Imported as a top-level module (``bench/`` is the scripts' folder)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,28 @@ import contextlib
 import os
 import platform
 import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 
-from strand.launcher import Cluster
+from strand.launcher import Cluster, interrupt_on_signals
 
 err = Console(stderr=True)  # progress; the JSON document goes to stdout (or a file)
+
+
+def run_main(main: Callable[[], int]) -> NoReturn:
+    """A benchmark script's entry point: SIGINT, SIGTERM and SIGHUP interrupt ``main``
+    (strand.launcher.interrupt_on_signals: its ``finally`` blocks stop the cluster),
+    then exit with its status — 130 after an interrupt, as a shell reports one."""
+    interrupt_on_signals()
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as interrupt:
+        err.print(f"interrupted ({interrupt}): every process started was stopped")
+        sys.exit(130)
 
 
 def service_warnings(cluster: Cluster) -> dict[str, int]:

@@ -36,19 +36,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_support import err, machine, remove_run_dir, service_warnings
+from bench_support import err, machine, remove_run_dir, run_main, service_warnings
 from eos.cluster import create_topic, start_cluster
 from eos.consume import consume_section
 from eos.endtxn import endtxn_section
 from eos.produce import ProduceSpec, produce_section, transactions_available
 
-from strand.launcher import Cluster, deferred_signals, interrupt_on_signals
+from strand.launcher import Cluster, deferred_signals
 
 SECTIONS = ("produce", "endtxn", "consume")
 PRODUCE_TOPIC, ENDTXN_TOPIC, CONSUME_TOPIC = "eos-produce", "eos-endtxn", "eos-consume"
@@ -151,7 +150,6 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    interrupt_on_signals()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="strand-eosbench-"))
     directory.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
@@ -197,8 +195,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt as interrupt:
-        err.print(f"interrupted ({interrupt}): every process started was stopped")
-        sys.exit(130)
+    run_main(main)

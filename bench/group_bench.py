@@ -50,20 +50,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_support import err, machine, remove_run_dir, service_warnings
+from bench_support import err, machine, remove_run_dir, run_main, service_warnings
 from groups.cluster import BenchCluster, default_assignors, default_delay_ms
 from groups.join import JOIN_TOPIC, POLL_MS, join_series
 from groups.throughput import DATA_TOPIC, throughput
 
 from strand import Admin, NewTopic
 from strand.coordination.shards import DEFAULT_SHARDS
-from strand.launcher import deferred_signals, interrupt_on_signals
+from strand.launcher import deferred_signals
 
 
 def _parse_delays(text: str, default: int) -> list[int]:
@@ -147,7 +146,6 @@ def main() -> int:
     delays = _parse_delays(args.delays, default_delay)
     assignor_sets = _parse_assignors(args.assignors)
 
-    interrupt_on_signals()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="strand-groupbench-"))
     directory.mkdir(parents=True, exist_ok=True)
     run = _Run(directory, args.keep)
@@ -226,8 +224,4 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt as interrupt:
-        err.print(f"interrupted ({interrupt}): every process started was stopped")
-        sys.exit(130)
+    run_main(main)

@@ -354,7 +354,7 @@ class GroupsProcess:
         self.verifier = CoordinatorTxnVerifier(
             self.cache, f"group coordinator {settings.instance_id}", self.channels.get)
         self._stopping = asyncio.Event()
-        self._gateway: GatewayProducer | None = None
+        self._gateway = GatewayProducer(self.channels, settings.bootstrap)
         self.ownership: ShardOwnership | None = None
 
     def stop(self) -> None:
@@ -368,8 +368,6 @@ class GroupsProcess:
         server, health_servicer = new_server()
         groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(self.servicer, server)
         await serve(server, settings.listen)
-        self._gateway = GatewayProducer(settings.bootstrap,
-                                        f"coordinator-{settings.instance_id}")
         self.ownership = ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
@@ -390,7 +388,6 @@ class GroupsProcess:
             with contextlib.suppress(asyncio.CancelledError):
                 await watching
             await server.stop(grace=2)
-            await self._gateway.close()
             await self.channels.close()
             await watcher.stop()
             await etcd.close()
@@ -413,7 +410,7 @@ class GroupsProcess:
             known = now
 
     async def _acquire(self, shard: int) -> None:
-        assert self._gateway is not None and self.ownership is not None
+        assert self.ownership is not None
         coordinator = ShardCoordinator(
             shard, owned_shard_log(self._gateway, self.settings.bootstrap, GROUP_TOPIC,
                                    "groups", shard, self.ownership),

@@ -236,7 +236,8 @@ class TransactionsProcess:
         self.settings = settings
         self.keys = KeySpace(settings.cluster)
         self.cache = MetadataCache(self.keys)
-        # Channels to the storage nodes and group coordinators, kept for the process.
+        # The process's channels (to the gateway for its shard writes, to the storage
+        # nodes and group coordinators for markers), closed on shutdown.
         self.channels = AioChannels(f"txn-coordinator-{settings.instance_id}")
         self.markers = (markers if markers is not None
                         else LeaderMarkerWriter(
@@ -247,7 +248,7 @@ class TransactionsProcess:
         self.servicer = TransactionsServicer(self.cache, self.producer_ids,
                                              settings.max_timeout_ms)
         self._stopping = asyncio.Event()
-        self._gateway: GatewayProducer | None = None
+        self._gateway = GatewayProducer(self.channels, settings.bootstrap)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -268,8 +269,6 @@ class TransactionsProcess:
         server, health_servicer = new_server()
         transactions_pb2_grpc.add_TransactionsServicer_to_server(self.servicer, server)
         await serve(server, settings.listen)
-        self._gateway = GatewayProducer(settings.bootstrap,
-                                        f"txn-coordinator-{settings.instance_id}")
         self.ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
@@ -286,7 +285,6 @@ class TransactionsProcess:
             await owning
             await self.producer_ids.close()
             await server.stop(grace=2)
-            await self._gateway.close()
             await self.channels.close()
             await watcher.stop()
             await etcd.close()
@@ -302,7 +300,7 @@ class TransactionsProcess:
         return record.partitions if record is not None else None
 
     async def _acquire(self, shard: int) -> None:
-        assert self._gateway is not None and self.ownership is not None
+        assert self.ownership is not None
         settings = self.settings
         coordinator = TxnShardCoordinator(
             shard, owned_shard_log(self._gateway, settings.bootstrap, TRANSACTION_TOPIC,

@@ -2,14 +2,18 @@
 one partition with acks=all (their shard writes, strand.coordination.shard_log).
 The SDK's Producer is not used there because a shard's owner writes under its own
 reserved producer id and epoch (strand.coordination.shard_fence), which the SDK
-leaves to the transaction coordinator."""
+leaves to the transaction coordinator.
+
+The channel is the process's shared one (strand.client.channel.AioChannels, owned
+and closed by the service), not one of its own: a coordinator talks to its gateway
+over one connection whatever calls it."""
 
 from __future__ import annotations
 
 import grpc
 
 from strand.client.bootstrap import resolve_bootstrap
-from strand.client.channel import open_aio_channel, transport_error
+from strand.client.channel import AioChannels, transport_error
 from strand.errors import ErrorCode, StrandError, UnknownServerError, error_for
 from strand.v1 import common_pb2, gateway_pb2_grpc
 
@@ -17,21 +21,17 @@ __all__ = ["GatewayProducer"]
 
 
 class GatewayProducer:
-    def __init__(self, bootstrap: str, client_id: str) -> None:
+    def __init__(self, channels: AioChannels, bootstrap: str) -> None:
         self.address = resolve_bootstrap(bootstrap)  # the first of a list, checked
-        self.client_id = client_id
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: gateway_pb2_grpc.GatewayStub | None = None
+        self.channels = channels
 
     async def produce(self, topic: str, partition: int, batch: bytes,
                       timeout_ms: int) -> StrandError | None:
         """Append ``batch`` with acks=all; None when it is written (or was already: a
         retried idempotent batch), else the typed error (retriable or not)."""
-        if self._stub is None:
-            self._channel = open_aio_channel(self.address, self.client_id)
-            self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
+        stub = gateway_pb2_grpc.GatewayStub(self.channels.get(self.address))
         try:
-            response = await self._stub.Produce(common_pb2.ProduceRequest(
+            response = await stub.Produce(common_pb2.ProduceRequest(
                 acks=-1, timeout_ms=timeout_ms, topics=[common_pb2.TopicProduceData(
                     topic=topic, partitions=[common_pb2.PartitionProduceData(
                         partition=partition, records=batch)])]),
@@ -45,8 +45,3 @@ class GatewayProducer:
         if answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             return None
         return error_for(answer.error_code, answer.error_message)
-
-    async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = self._stub = None

@@ -146,7 +146,10 @@ class ShardOwnership:
                 log.exception("shard ownership update failed")
                 await wait_event(self._stopping, RETRY_S)
             if self.cache.revision == revision and not self._poke.is_set():
+                # Woken by stop() too: a SIGTERMed coordinator must not sit out the
+                # quiet period before it releases its shards and exits.
                 waits = [asyncio.ensure_future(self._poke.wait()),
+                         asyncio.ensure_future(self._stopping.wait()),
                          asyncio.ensure_future(self.cache.wait_changed(RETRY_S * 5))]
                 try:
                     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -14,7 +14,7 @@ import pytest
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
 from tests.integration.test_cli_console import popen, strand
-from tests.support.cluster import SdkCluster
+from tests.support.cluster import SdkCluster, unique
 from tests.support.waiting import wait_until
 
 
@@ -36,45 +36,48 @@ def consume(cluster: SdkCluster, topic: str, isolation: str) -> list[str]:
 
 
 def test_produce_in_transactions_and_consume_committed_only(cluster: SdkCluster) -> None:
-    create(cluster, "cli-txn")
-    done = strand(cluster, "produce", "cli-txn", "--transactional-id", "cli-tx-1",
+    topic = unique("cli-txn")
+    create(cluster, topic)
+    done = strand(cluster, "produce", topic, "--transactional-id", unique("cli-tx-1"),
                   "--transaction-records", "2", "--key-separator", ":",
                   stdin="".join(f"k{i}:v{i}\n" for i in range(5)))
     assert done.returncode == 0, done.stderr
-    assert "sent 5 records to cli-txn in 3 transactions" in done.stderr
-    assert consume(cluster, "cli-txn", "read_committed") == [f"v{i}" for i in range(5)]
+    assert f"sent 5 records to {topic} in 3 transactions" in done.stderr
+    assert consume(cluster, topic, "read_committed") == [f"v{i}" for i in range(5)]
 
     # A transaction aborted after its records were written: read_uncommitted only.
-    with Producer(cluster.bootstrap, transactional_id="cli-tx-sdk") as producer:
+    with Producer(cluster.bootstrap, transactional_id=unique("cli-tx-sdk")) as producer:
         producer.init_transactions(30)
         producer.begin_transaction()
-        producer.send("cli-txn", b"aborted", partition=0)
+        producer.send(topic, b"aborted", partition=0)
         producer.flush(30)
         producer.abort_transaction(30)
-    assert consume(cluster, "cli-txn", "read_committed") == [f"v{i}" for i in range(5)]
-    assert consume(cluster, "cli-txn", "read_uncommitted") == sorted(
+    assert consume(cluster, topic, "read_committed") == [f"v{i}" for i in range(5)]
+    assert consume(cluster, topic, "read_uncommitted") == sorted(
         ["aborted", *(f"v{i}" for i in range(5))])
-    grouped = strand(cluster, "consume", "cli-txn", "--group", "cli-txn-readers",
+    grouped = strand(cluster, "consume", topic, "--group", unique("cli-txn-readers"),
                      "--isolation-level", "read_committed", "--idle-timeout-ms", "6000")
     assert sorted(grouped.stdout.split()) == [f"v{i}" for i in range(5)], grouped.stderr
 
 
 def test_a_bad_line_aborts_the_open_transaction_and_keeps_the_committed(
         cluster: SdkCluster) -> None:
-    create(cluster, "cli-txn-bad")
-    done = strand(cluster, "produce", "cli-txn-bad", "--transactional-id", "cli-tx-2",
+    topic = unique("cli-txn-bad")
+    create(cluster, topic)
+    done = strand(cluster, "produce", topic, "--transactional-id", unique("cli-tx-2"),
                   "--transaction-records", "2", "--line-format", "%k:%s",
                   stdin="k1:v1\nk2:v2\nk3:v3\nno separator here\nk5:v5\n")
     assert done.returncode == 1, done.stderr
     assert "line 4" in done.stderr
     assert "aborted the open transaction (2 records)" in done.stderr
-    assert "committed 2 records to cli-txn-bad in 1 transactions" in done.stderr
-    assert consume(cluster, "cli-txn-bad", "read_committed") == ["v1", "v2"]
+    assert f"committed 2 records to {topic} in 1 transactions" in done.stderr
+    assert consume(cluster, topic, "read_committed") == ["v1", "v2"]
 
 
 def test_ctrl_c_aborts_the_open_transaction(cluster: SdkCluster) -> None:
-    create(cluster, "cli-txn-int", 1)
-    child = popen(cluster, "produce", "cli-txn-int", "--transactional-id", "cli-tx-3",
+    topic = unique("cli-txn-int")
+    create(cluster, topic, 1)
+    child = popen(cluster, "produce", topic, "--transactional-id", unique("cli-tx-3"),
                   "--transaction-records", "1000")
     assert child.stdin is not None
     for i in range(3):
@@ -82,7 +85,7 @@ def test_ctrl_c_aborts_the_open_transaction(cluster: SdkCluster) -> None:
     child.stdin.flush()
     # Wait until the records are in the log (written, not committed), then interrupt.
     with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as reader:
-        reader.assign([TopicPartition("cli-txn-int", 0)])
+        reader.assign([TopicPartition(topic, 0)])
         seen: list[bytes] = []
 
         def written() -> bool:
@@ -98,6 +101,6 @@ def test_ctrl_c_aborts_the_open_transaction(cluster: SdkCluster) -> None:
     assert child.returncode == 130, stderr
     assert "interrupted: aborted the open transaction (3 records)" in stderr
     time.sleep(0.5)
-    assert consume(cluster, "cli-txn-int", "read_committed") == []
-    assert consume(cluster, "cli-txn-int", "read_uncommitted") == ["open-0", "open-1",
+    assert consume(cluster, topic, "read_committed") == []
+    assert consume(cluster, topic, "read_uncommitted") == ["open-0", "open-1",
                                                                    "open-2"]

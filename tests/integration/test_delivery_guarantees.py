@@ -17,13 +17,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
-from tests.support.cluster import SdkCluster, start_sdk_cluster
+from tests.support.cluster import SdkCluster, unique
 from tests.support.delivery_worker import CRASHED
 
 RECORDS = 10
@@ -34,11 +34,8 @@ SESSION_MS = 6_000
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
-    cluster = start_sdk_cluster(tmp_path_factory.mktemp("qos"), nodes=1, name="qos",
-                                coordinators=1, txn_coordinators=1)
-    yield cluster
-    cluster.stop()
+def cluster(txn_cluster: SdkCluster) -> SdkCluster:
+    return txn_cluster
 
 
 def _input(cluster: SdkCluster, topic: str, *outputs: str) -> list[bytes]:
@@ -124,10 +121,12 @@ def test_at_most_once_commit_before_processing_loses_on_a_crash(
         cluster: SdkCluster) -> None:
     """QoS 0, consumer side: commit, then process. A crash in between skips the
     committed records for good: lost, never duplicated."""
-    values = _input(cluster, "qos0-in")
-    _crash(cluster, "commit-first", "qos0", "qos0-in", "-")
+    group = unique("qos0")
+    topic = f"{group}-in"
+    values = _input(cluster, topic)
+    _crash(cluster, "commit-first", group, topic, "-")
     processed: list[bytes] = []
-    with _group_consumer(cluster, "qos0", "qos0-in") as consumer:
+    with _group_consumer(cluster, group, topic) as consumer:
         _drain(consumer, processed.append, lambda: len(processed) >= RECORDS - CRASH_AFTER,
                commit_each=True)
     assert processed == values[CRASH_AFTER:]
@@ -138,16 +137,18 @@ def test_at_least_once_processing_before_commit_repeats_on_a_crash(
         cluster: SdkCluster, tmp_path: Path) -> None:
     """QoS 1, consumer side: process, then commit. A crash in between processes the
     same records again: duplicated, never lost."""
-    values = _input(cluster, "qos1-in")
+    group = unique("qos1")
+    topic = f"{group}-in"
+    values = _input(cluster, topic)
     out = tmp_path / "processed"
-    _crash(cluster, "process-first", "qos1", "qos1-in", str(out))
+    _crash(cluster, "process-first", group, topic, str(out))
     processed = out.read_bytes().splitlines()
     assert processed == values[:CRASH_AFTER]
 
     def process(value: bytes) -> None:
         processed.append(value)
 
-    with _group_consumer(cluster, "qos1", "qos1-in") as consumer:
+    with _group_consumer(cluster, group, topic) as consumer:
         _drain(consumer, process, lambda: len(processed) >= CRASH_AFTER + RECORDS,
                commit_each=True)
     assert set(processed) == set(values), "at least once lost a record"
@@ -160,10 +161,12 @@ def test_exactly_once_a_crashed_transaction_leaves_no_trace(cluster: SdkCluster)
     the transaction. The worker crashes after writing its outputs and offsets but
     before commit; the restarted instance (same transactional id) fences it, its
     transaction is aborted, and every input yields exactly one committed output."""
-    values = _input(cluster, "qos2-in", "qos2-out")
-    _crash(cluster, "transactional", "qos2", "qos2-in", "qos2-out")
-    with Producer(cluster.bootstrap, transactional_id="qos2") as producer, \
-            _group_consumer(cluster, "qos2", "qos2-in", "read_committed") as consumer:
+    group = unique("qos2")  # also the transactional id (tests/support/delivery_worker.py)
+    topic, output = f"{group}-in", f"{group}-out"
+    values = _input(cluster, topic, output)
+    _crash(cluster, "transactional", group, topic, output)
+    with Producer(cluster.bootstrap, transactional_id=group) as producer, \
+            _group_consumer(cluster, group, topic, "read_committed") as consumer:
         producer.init_transactions()
         done: list[bytes] = []
         deadline = time.monotonic() + 60
@@ -176,14 +179,14 @@ def test_exactly_once_a_crashed_transaction_leaves_no_trace(cluster: SdkCluster)
             offsets: dict[TopicPartition, int] = {}
             for tp, records in polled.items():
                 for record in records:
-                    producer.send("qos2-out", record.value, key=record.key)
+                    producer.send(output, record.value, key=record.key)
                     done.append(record.value or b"")
                 offsets[tp] = records[-1].offset + 1
             producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
             producer.commit_transaction()
-        assert consumer.committed(TopicPartition("qos2-in", 0)) == RECORDS
-    assert sorted(_read_all(cluster, "qos2-out", "read_committed")) == sorted(values)
+        assert consumer.committed(TopicPartition(topic, 0)) == RECORDS
+    assert sorted(_read_all(cluster, output, "read_committed")) == sorted(values)
     # The crashed attempt did write its outputs: read_uncommitted sees them too.
-    uncommitted = _read_all(cluster, "qos2-out", "read_uncommitted")
+    uncommitted = _read_all(cluster, output, "read_uncommitted")
     assert len(uncommitted) == RECORDS + CRASH_AFTER
     assert sorted(set(uncommitted)) == sorted(values)

@@ -36,7 +36,7 @@ from strand.errors import (
 )
 from strand.producer.errors import TransactionAbortableError
 from tests.integration.test_transactions_service import Gateway
-from tests.support.cluster import SdkCluster, placement
+from tests.support.cluster import SdkCluster, placement, unique
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,9 @@ def cluster(txn_cluster: SdkCluster) -> SdkCluster:
 
 
 def topics(cluster: SdkCluster, prefix: str) -> list[TopicPartition]:
-    """Two topics, 3 partitions in all, RF 3: ``prefix``-a (2) and ``prefix``-b (1)."""
+    """Two topics, 3 partitions in all, RF 3: ``prefix``-…-a (2) and ``prefix``-…-b (1)
+    (unique names)."""
+    prefix = unique(prefix)  # the cluster is the session's (conftest.txn_cluster)
     a, b = f"{prefix}-a", f"{prefix}-b"
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic(a, 2, 3, config={"min.insync.replicas": "2"}),
@@ -92,7 +94,7 @@ def send_all(producer: Producer, partitions: list[TopicPartition], label: str) -
 
 def test_commit_is_seen_whole_and_abort_never_by_read_committed(cluster: SdkCluster) -> None:
     partitions = topics(cluster, "ca")
-    with Producer(cluster.bootstrap, transactional_id="sdk-commit-abort",
+    with Producer(cluster.bootstrap, transactional_id=unique("sdk-commit-abort"),
                   linger_ms=50) as producer:
         producer.init_transactions(30)
         producer.begin_transaction()
@@ -117,7 +119,7 @@ def test_commit_is_seen_whole_and_abort_never_by_read_committed(cluster: SdkClus
 
 def test_abort_fails_the_unsent_records(cluster: SdkCluster) -> None:
     partitions = topics(cluster, "unsent")
-    with Producer(cluster.bootstrap, transactional_id="sdk-unsent",
+    with Producer(cluster.bootstrap, transactional_id=unique("sdk-unsent"),
                   linger_ms=60_000, batch_size=1 << 20) as producer:
         producer.init_transactions(30)
         producer.begin_transaction()
@@ -138,11 +140,11 @@ def test_a_failed_send_aborts_and_the_coordinator_gives_the_next_epoch(
     """A batch refused for good leaves a sequence gap: the transaction can only abort,
     and the abort takes the next epoch from the coordinator (InitProducerId with the
     producer's id and epoch, KIP-360), not a local bump the coordinator would not know."""
-    topic = "abortable"
+    topic = unique("abortable")
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic(topic, 1, 3, config={"max.message.bytes": "2000"})])
     gateway = Gateway(cluster.bootstrap)
-    tid = "sdk-abortable"
+    tid = unique("sdk-abortable")
     with Producer(cluster.bootstrap, transactional_id=tid, linger_ms=5) as producer:
         producer.init_transactions(30)
         epoch = gateway.describe(tid).producer_epoch
@@ -215,10 +217,10 @@ for p in producers.values():
 
 def test_a_resumed_zombie_can_neither_write_add_nor_commit(cluster: SdkCluster) -> None:
     partitions = topics(cluster, "zombie")
-    spare = TopicPartition("zombie-spare", 0)
+    spare = TopicPartition(unique("zombie-spare"), 0)
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic(spare.topic, 1, 3)])
-    tids = ["zombie-write", "zombie-add", "zombie-commit"]
+    tids = [unique(f"zombie-{role}") for role in ("write", "add", "commit")]
     spec = {"tids": tids, "partitions": [list(tp) for tp in partitions], "new": list(spare)}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen([sys.executable, "-c", ZOMBIE, cluster.bootstrap, json.dumps(spec)],
@@ -267,7 +269,7 @@ def test_a_resumed_zombie_can_neither_write_add_nor_commit(cluster: SdkCluster) 
 def test_a_producer_whose_transaction_timed_out_is_fenced(cluster: SdkCluster) -> None:
     partitions = topics(cluster, "timeout")
     gateway = Gateway(cluster.bootstrap)
-    tid = "sdk-timed-out"
+    tid = unique("sdk-timed-out")
     with Producer(cluster.bootstrap, transactional_id=tid, transaction_timeout_ms=1000,
                   linger_ms=5) as producer:
         producer.init_transactions(30)
@@ -295,7 +297,7 @@ def test_a_producer_whose_transaction_timed_out_is_fenced(cluster: SdkCluster) -
 def test_calls_in_the_wrong_state_are_refused_and_change_nothing(cluster: SdkCluster) -> None:
     partitions = topics(cluster, "wrong")
     tp = partitions[0]
-    with Producer(cluster.bootstrap, transactional_id="sdk-wrong-state") as producer:
+    with Producer(cluster.bootstrap, transactional_id=unique("sdk-wrong-state")) as producer:
         with pytest.raises(InvalidTxnStateError, match="init_transactions"):
             producer.begin_transaction()
         producer.init_transactions(30)
@@ -331,21 +333,24 @@ def test_offsets_commit_with_the_transaction_and_vanish_with_its_abort(
     transaction, not before, and never when it aborts; a consumer's group metadata of
     another generation, or of no member, is refused (KIP-447) and the transaction can
     only abort, leaving the committed offsets as they were."""
-    source = [tp for tp in topics(cluster, "offsets") if tp.topic == "offsets-a"]
+    partitions = topics(cluster, "offsets")
+    a, b = partitions[0].topic, partitions[-1].topic
+    source = [tp for tp in partitions if tp.topic == a]
+    group = unique("offsets-group")
     with Producer(cluster.bootstrap) as plain:
         for tp in source:
             for i in range(4):
                 plain.send(tp.topic, f"in-{tp.partition}-{i}", partition=tp.partition)
     gateway = Gateway(cluster.bootstrap)
-    tid = "sdk-offsets"
+    tid = unique("sdk-offsets")
 
     def ended() -> bool:
         return gateway.describe(tid).transaction_state in ("CompleteCommit", "CompleteAbort")
 
-    with Consumer(cluster.bootstrap, group_id="offsets-group", enable_auto_commit=False,
+    with Consumer(cluster.bootstrap, group_id=group, enable_auto_commit=False,
                   isolation_level="read_committed") as consumer, \
             Producer(cluster.bootstrap, transactional_id=tid) as producer:
-        consumer.subscribe(["offsets-a"])
+        consumer.subscribe([a])
         wait_until(lambda: consumer.poll(timeout_ms=200) is not None
                    and len(consumer.assignment()) == len(source), 30, "the group's assignment")
         member = consumer.group_metadata()
@@ -353,22 +358,22 @@ def test_offsets_commit_with_the_transaction_and_vanish_with_its_abort(
         producer.init_transactions(30)
 
         producer.begin_transaction()
-        producer.send("offsets-b", b"aborted", partition=0)
+        producer.send(b, b"aborted", partition=0)
         producer.send_offsets_to_transaction({tp: 1 for tp in source}, member, 30)
         producer.abort_transaction(30)
         wait_until(ended, 30, "the abort to complete")
         assert [consumer.committed(tp) for tp in source] == [None] * len(source)
 
         producer.begin_transaction()
-        producer.send("offsets-b", b"committed", partition=0)
+        producer.send(b, b"committed", partition=0)
         producer.send_offsets_to_transaction({tp: 2 for tp in source}, member, 30)
         producer.commit_transaction(30)
         wait_until(lambda: [consumer.committed(tp) for tp in source] == [2] * len(source),
                    30, "the offsets to commit with the transaction")
 
-        stale = ConsumerGroupMetadata("offsets-group", member.generation_id + 7,
+        stale = ConsumerGroupMetadata(group, member.generation_id + 7,
                                       member.member_id, None)
-        unknown = ConsumerGroupMetadata("offsets-group", -1, "no-such-member", None)
+        unknown = ConsumerGroupMetadata(group, -1, "no-such-member", None)
         for wrong, cause in ((stale, IllegalGenerationError),
                              (unknown, UnknownMemberIdError)):
             producer.begin_transaction()
@@ -381,5 +386,5 @@ def test_offsets_commit_with_the_transaction_and_vanish_with_its_abort(
             wait_until(ended, 30, "the abort to complete")
             assert [consumer.committed(tp) for tp in source] == [2] * len(source)
     gateway.channel.close()
-    assert read(cluster, "read_committed", [TopicPartition("offsets-b", 0)], 1) == [
+    assert read(cluster, "read_committed", [TopicPartition(b, 0)], 1) == [
         "committed"]

@@ -64,3 +64,27 @@ def test_each_take_over_bumps_the_shard_epoch_by_one(etcd: EtcdServer) -> None:
 
     assert asyncio.run(scenario()) == [{0: 1, 1: 1}, {0: 2, 1: 2}, {0: 3, 1: 3},
                                        {0: 1, 1: 1}]
+
+
+def test_stop_releases_the_shards_at_once_when_nothing_changes(etcd: EtcdServer) -> None:
+    """stop() wakes the idle ownership loop: a coordinator told to stop (SIGTERM) lets
+    its shards go at once, not after the loop's next look (up to 5 s later)."""
+    async def scenario() -> float:
+        async with running(etcd.endpoint) as (client, cache):
+            space = ShardSpace.groups(KEYS, cache)
+            ownership = ShardOwnership(
+                client, KEYS, cache, CoordinatorRecord("quiet", "h:1"), space,
+                lambda: SHARDS, LEASE_TTL, lambda shard: asyncio.sleep(0),
+                lambda shard: asyncio.sleep(0))
+            task = asyncio.create_task(ownership.run())
+            async with asyncio.timeout(15):
+                while len(ownership.owned) < SHARDS or len(space.owners()) < SHARDS:
+                    await asyncio.sleep(0.02)
+            await asyncio.sleep(1.0)  # the loop idle, waiting for a change
+            started = asyncio.get_running_loop().time()
+            ownership.stop()
+            async with asyncio.timeout(15):
+                await task
+            return asyncio.get_running_loop().time() - started
+
+    assert asyncio.run(scenario()) < 1.5

@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from strand import Admin, NewTopic
+from strand.client.channel import AioChannels
 from strand.cluster.gateway_calls import GatewayProducer
 from strand.coordination.shard_fence import EPOCHS_PER_ID, shard_writer_ids
 from strand.coordination.shard_log import GatewayShardLog, Record
@@ -39,7 +40,8 @@ def test_the_new_owner_fences_the_old_one(sdk_cluster: SdkCluster,
     old_epoch, new_epoch = epochs
 
     async def scenario() -> None:
-        gateway = GatewayProducer(sdk_cluster.bootstrap, "test")
+        channels = AioChannels("test")
+        gateway = GatewayProducer(channels, sdk_cluster.bootstrap)
         lost: list[int] = []
         old = _writer(sdk_cluster, gateway, topic, old_epoch, lost)
         try:
@@ -63,6 +65,6 @@ def test_the_new_owner_fences_the_old_one(sdk_cluster: SdkCluster,
                 b"a", b"b", b"c", b"d", b"e"]
             assert lost == [old_epoch]
         finally:
-            await gateway.close()
+            await channels.close()
 
     asyncio.run(scenario())

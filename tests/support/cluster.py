@@ -8,6 +8,7 @@ The fixtures (tests/integration/conftest.py) are thin wrappers over these.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,13 @@ SdkCluster = Cluster  # the name the SDK tests know their cluster by
 LEASE_TTL = 2
 # Few shards (fast to create and load); timed-out transactions looked for every 200 ms.
 TXN_COORDINATOR_ARGS = ("--shards", "4", "--abort-interval-ms", "200")
+
+
+def unique(name: str) -> str:
+    """``name`` with a random suffix: topics, groups and transactional ids of a test on
+    a cluster shared by the whole session (``txn_cluster``) never meet another test's,
+    nor a rerun's of the same test."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def user_env(home: Path, **extra: str) -> dict[str, str]:
