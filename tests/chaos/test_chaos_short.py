@@ -32,15 +32,22 @@ import pytest
 
 from strand.launcher import command_line
 
-from .exactly_once import ExactlyOnceSettings
+from .exactly_once import PIPELINE_OUTPUT, TXN_TOPICS, ExactlyOnceSettings
 from .faults import KINDS
 from .group_workload import GroupSettings
-from .history import CLOSED, CRASHED
+from .history import CLOSED, CRASHED, FINAL_SESSION
 from .runner import ChaosConfig, RunResult, run
 from .summary import print_summary
 from .txn_workload import TxnSettings
 
 STRICT = os.environ.get("STRAND_CHAOS_STRICT", "1") != "0"
+
+# Every exactly-once workload at a fraction of the long run's load (2 cores run the
+# cluster and every workload): 3 transactions/s per producer instead of 5, one in
+# ten fenced (a few in the short run), and 10 pipeline inputs/s instead of 20 — still
+# hundreds of transactions and pipeline records, far above what the tests require.
+SHORT_EXACTLY_ONCE = ExactlyOnceSettings(pipeline_rate=10.0,
+                                         txn=TxnSettings(rate=3.0, fence_share=0.1))
 
 
 def _ours(pattern: str, markers: list[str]) -> list[str]:
@@ -65,11 +72,12 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
                          group=GroupSettings(members=3, churn=4, crash_share=0.4,
                                              session_timeout_ms=4000,
                                              heartbeat_interval_ms=400),
-                         # One transaction in ten fenced: a few in the short run.
-                         exactly_once=ExactlyOnceSettings(txn=TxnSettings(fence_share=0.1)))
+                         exactly_once=SHORT_EXACTLY_ONCE)
     lines: list[str] = []
     result = run(config, log=lines.append)
     print("\n".join(lines))  # shown by pytest when a test fails
+    print(json.dumps({key: result.report.info.get(key)  # the workloads' counts
+                      for key in ("transactions", "pipeline")}, default=str))
     return result
 
 
@@ -136,6 +144,11 @@ def test_the_exactly_once_workloads_ran(short_run: RunResult) -> None:
                if t.txn_id.startswith("chaos-tx-")) >= 3
     pipeline = report.info["pipeline"]
     assert pipeline["inputs_acked"] > 100 and pipeline["outputs"] > 100, pipeline
+    # Every checker had something to check: the read_committed reader followed every
+    # transactional topic and the pipeline's output live and read them all back.
+    live = {r.topic for r in history.txn_reads if r.session != FINAL_SESSION}
+    assert {*TXN_TOPICS, PIPELINE_OUTPUT} <= live, live
+    assert {t for t, _ in history.txn_final_complete} == {*TXN_TOPICS, PIPELINE_OUTPUT}
 
 
 @pytest.mark.chaos
