@@ -164,18 +164,10 @@ class Appender:
             guard = VerificationGuard(writer.producer_epoch)
             replica.verified_txns[writer.producer_id] = guard
         guard.holders += 1
-        asking = guard.asking
-        if asking is None or guard.asked_for != request.transactional_id:
-            guard.asked_for = request.transactional_id
-            asking = guard.asking = asyncio.ensure_future(self.verifier.verify(
-                request.transactional_id, writer.producer_id, writer.producer_epoch,
-                request.topic, request.partition))
         try:
-            # Shielded: a holder that goes away must not cancel the others' question.
-            await asyncio.shield(asking)
+            await self.verifier.verify(request.transactional_id, writer.producer_id,
+                                       writer.producer_epoch, request.topic, request.partition)
         except BaseException:
-            if asking.done() and guard.asking is asking:
-                guard.asking = None  # refused or failed: the next request asks again
             guard.holders -= 1
             if not guard.holders and replica.verified_txns.get(writer.producer_id) is guard:
                 del replica.verified_txns[writer.producer_id]

@@ -23,18 +23,13 @@ class VerificationGuard:
     """One producer's pending KIP-890 verification on a replica (Kafka's
     VerificationGuard). The requests of its epoch that are verified at once share it
     (a producer pipelines several batches to a partition): one request's question
-    must not void another's answer. ``holders`` counts those not yet refused.
-    ``asking`` is the one question to the coordinator they all wait for (asked for
-    transactional id ``asked_for``): one answer wakes them in arrival order, so the
-    batches are appended in the order they were sent, never a later one first."""
+    must not void another's answer. ``holders`` counts those not yet refused."""
 
-    __slots__ = ("asked_for", "asking", "epoch", "holders")
+    __slots__ = ("epoch", "holders")
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.holders = 0
-        self.asking: asyncio.Future[None] | None = None
-        self.asked_for = ""
 
 
 class Replica:
