@@ -19,6 +19,11 @@ SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from bench_support import run_main
 
+    # As started from a terminal: the suite itself may run under nohup, whose ignored
+    # SIGHUP the child would inherit (and run_main rightly leaves ignored).
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
     def main() -> int:
         if sys.argv[1] == "status":
             return 3
