@@ -112,23 +112,33 @@ class Appender:
             replica = await self.manager.leader_replica_soon(request.topic, request.partition)
             if acks == -1:
                 _check_enough_replicas(replica, NotEnoughReplicasError, "before the append")
-            writer, token = await self._verify(replica, request)
-            async with replica.append_lock:
-                # Leadership may have moved while this append queued behind others.
-                if self.manager.leader_replica(request.topic, request.partition) is not replica:
-                    raise NotLeaderOrFollowerError(
-                        f"{request.topic}-{request.partition} was re-created; retry")
-                _check_verified(replica, request, writer, token)
-                epoch = replica.record.leader_epoch
-                partition_log = replica.log
-                info, log_start = await self.disk.run(
-                    lambda: _append_as_leader(partition_log, request.records, epoch,
-                                              request.origin), [replica])
-                if writer is not None:  # the transaction is open here now (or ended)
-                    replica.verified_txns.pop(writer.producer_id, None)
-                if not info.duplicate:  # a retry answered from producer state wrote nothing
-                    replica.appended(info.last_offset + 1, info.size_bytes)
-                    self.manager.maybe_advance_high_watermark(replica)
+            writer = self._writer(request)
+            turn = replica.producer_turns.take(writer.producer_id) if writer else None
+            try:
+                token = await self._verify(replica, request, writer)
+                if turn is not None:
+                    await replica.producer_turns.wait(turn)
+                async with replica.append_lock:
+                    if turn is not None:
+                        replica.producer_turns.passed(turn)
+                    # Leadership may have moved while this append queued behind others.
+                    if self.manager.leader_replica(request.topic, request.partition) is not replica:
+                        raise NotLeaderOrFollowerError(
+                            f"{request.topic}-{request.partition} was re-created; retry")
+                    _check_verified(replica, request, writer, token)
+                    epoch = replica.record.leader_epoch
+                    partition_log = replica.log
+                    info, log_start = await self.disk.run(
+                        lambda: _append_as_leader(partition_log, request.records, epoch,
+                                                  request.origin), [replica])
+                    if writer is not None:  # the transaction is open here now (or ended)
+                        replica.verified_txns.pop(writer.producer_id, None)
+                    if not info.duplicate:  # a retry answered from producer state wrote nothing
+                        replica.appended(info.last_offset + 1, info.size_bytes)
+                        self.manager.maybe_advance_high_watermark(replica)
+            finally:
+                if turn is not None:
+                    replica.producer_turns.passed(turn)
             if acks == -1:  # a retry too: its first attempt may not be replicated yet
                 await _await_replication(replica, info.last_offset + 1, wait_s)
         except Exception as exc:
@@ -142,20 +152,24 @@ class Appender:
         return result
 
 
-    async def _verify(self, replica: Replica, request: PartitionAppend
-                      ) -> tuple[TxnWriter | None, VerificationGuard | None]:
-        """KIP-890: the request's transactional producer (None: nothing to verify),
-        and the guard of the coordinator's confirmation when its transaction is not
-        open here yet."""
+    def _writer(self, request: PartitionAppend) -> TxnWriter | None:
+        """KIP-890: the request's transactional producer (None: nothing to verify)."""
         if self.verifier is None or request.origin is not AppendOrigin.CLIENT:
-            return None, None
+            return None
         writer = transactional_writer(request.records)
-        if writer is None:
-            return None, None
-        where = f"{request.topic}-{request.partition}"
-        require_transactional_id(request.transactional_id, writer, where)
+        if writer is not None:
+            require_transactional_id(request.transactional_id, writer,
+                                     f"{request.topic}-{request.partition}")
+        return writer
+
+    async def _verify(self, replica: Replica, request: PartitionAppend,
+                      writer: TxnWriter | None) -> VerificationGuard | None:
+        """KIP-890: the guard of the coordinator's confirmation that ``writer``'s
+        transaction has the partition, when that transaction is not open here yet."""
+        if self.verifier is None or writer is None:
+            return None
         if replica.log.open_transaction(writer.producer_id, writer.producer_epoch):
-            return writer, None
+            return None
         # Registered before asking, as Kafka's VerificationGuard: a marker appended
         # while the question is out invalidates the answer. Shared by the producer's
         # requests verified at once, so that a later one does not void an earlier one.
@@ -172,7 +186,7 @@ class Appender:
             if not guard.holders and replica.verified_txns.get(writer.producer_id) is guard:
                 del replica.verified_txns[writer.producer_id]
             raise
-        return writer, guard
+        return guard
 
 
 def _check_verified(replica: Replica, request: PartitionAppend, writer: TxnWriter | None,

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 
 from services.storage.leader_state import LeaderState
+from services.storage.txn_verification import ProducerTurns
 from strand.cluster.model import PartitionRecord
 from strand.errors import NotLeaderOrFollowerError, StorageError
 from strand.log.log import PartitionLog
@@ -70,6 +71,8 @@ class Replica:
         # coordinator, until a batch opens the transaction here or a marker ends it
         # (services.storage.txn_verification).
         self.verified_txns: dict[int, VerificationGuard] = {}
+        # A producer's appends keep their arrival order across those verifications.
+        self.producer_turns = ProducerTurns()
         # (high watermark, log start offset) last written to the offsets checkpoint.
         self.checkpointed: tuple[int, int] = (-1, -1)
         self._waiters: set[asyncio.Future[None]] = set()

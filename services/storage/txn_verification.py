@@ -21,7 +21,8 @@ refuses the write with COORDINATOR_NOT_AVAILABLE: the producer retries);
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 from strand.errors import InvalidRequestError
 from strand.records.batch import HEADER_SIZE, NO_PRODUCER_ID, read_header
@@ -33,6 +34,49 @@ class TxnWriter:
 
     producer_id: int
     producer_epoch: int
+
+
+@dataclass(slots=True)
+class Turn:
+    """A request's place among its producer's requests to one replica."""
+
+    producer_id: int
+    previous: asyncio.Future[None] | None  # the turn of the request before, if pending
+    mine: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class ProducerTurns:
+    """Keeps a producer's appends to one replica in arrival order although some must
+    first wait for the coordinator. The requests of a transaction's first batches on a
+    partition are verified at once (a producer pipelines up to 5), and the answers can
+    come back in any order: appended in that order, a later batch would be written
+    first and the earlier ones refused as out of sequence, failing the transaction.
+    Kafka gets the order from its one-request-at-a-time connections. Here each request
+    takes a turn on arrival and queues for the append lock only once the request
+    before it holds it (or has given up)."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, asyncio.Future[None]] = {}
+
+    def take(self, producer_id: int) -> Turn:
+        """Call on arrival, before any wait."""
+        turn = Turn(producer_id, self._last.get(producer_id))
+        self._last[producer_id] = turn.mine
+        return turn
+
+    @staticmethod
+    async def wait(turn: Turn) -> None:
+        """Until the request before this one holds the append lock (or gave up)."""
+        if turn.previous is not None:
+            await turn.previous
+
+    def passed(self, turn: Turn) -> None:
+        """This request holds the append lock, or gave up: the next may queue."""
+        if not turn.mine.done():
+            turn.mine.set_result(None)
+        if self._last.get(turn.producer_id) is turn.mine:
+            del self._last[turn.producer_id]
 
 
 def transactional_writer(records: bytes) -> TxnWriter | None:

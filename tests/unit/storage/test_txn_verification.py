@@ -168,6 +168,22 @@ def test_two_pipelined_batches_of_a_new_transaction_are_both_taken(tmp_path: Pat
     run(tmp_path, coordinator, body)
 
 
+def test_answers_in_reverse_order_keep_the_arrival_order(tmp_path: Path) -> None:
+    """The coordinator confirms the second request first: its batch still waits for
+    the first one's, so the log holds them in the order the producer sent them (and
+    the first is not refused as out of sequence, which would fail the transaction)."""
+    coordinator = Slow()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        results = await pipelined(appender, coordinator, [1, 0])
+        assert [r.error_code for r in results] == [0, 0], results
+        assert [r.base_offset for r in results] == [0, 1]
+        assert leading.log.producer_state()[PID].last_seq == 1
+        assert leading.replica.producer_turns._last == {}
+
+    run(tmp_path, coordinator, body)
+
+
 def test_a_failed_verification_leaves_a_pipelined_one_valid(tmp_path: Path) -> None:
     coordinator = Slow()
     coordinator.refuse = {0}
