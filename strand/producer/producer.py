@@ -486,13 +486,27 @@ class Producer:
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is buffered, then stop. ``timeout`` (seconds, None: no limit)
         bounds the wait; records still undelivered then fail with
-        ProducerClosedError. ``close(0)`` fails them at once. Idempotent."""
+        ProducerClosedError. ``close(0)`` fails them at once. Idempotent.
+        A transactional producer closed inside a transaction aborts it first (its
+        queued records fail with TransactionAbortableError); one closed while a commit
+        or abort is under way waits for it."""
         with self._close_lock:
             already = self._closed
             self._closed = True
         sender = self._sender
+        on_sender = threading.current_thread() is sender.thread
+        if (not already and not on_sender and self._transactions is not None
+                and (timeout is None or timeout > 0)):
+            began = time.monotonic()
+            try:
+                self._transactions.end_on_close(timeout)
+            except Exception as exc:  # the coordinator aborts it after its timeout
+                log.warning("producer %s: the open transaction could not be ended on "
+                            "close: %s", self.client_id, exc)
+            if timeout is not None:
+                timeout = max(0.001, timeout - (time.monotonic() - began))
         self._accumulator.close()
-        if threading.current_thread() is sender.thread:
+        if on_sender:
             sender.force_close()  # from a callback: waiting would deadlock
             return
         if already and not sender.thread.is_alive():

@@ -251,6 +251,26 @@ class Transactions:
 
         self._run("abort_transaction()", start, deadline)
 
+    def end_on_close(self, timeout: float | None) -> None:
+        """``close()`` inside a transaction aborts it, as Kafka's client does ("aborting
+        incomplete transaction due to shutdown"): its records are then never visible,
+        and read_committed readers of its partitions do not wait
+        ``transaction_timeout_ms`` for the coordinator to abort it. Unlike Kafka's, the
+        records still queued are not sent first: they fail, as with
+        ``abort_transaction()``. A commit or abort already under way (a call that timed
+        out) is waited for instead. Raises what the abort or the wait raises."""
+        state = self.txn.state
+        if state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+            log.info("transactional producer %r: aborting the open transaction on close",
+                     self.txn.transactional_id)
+            self.abort_transaction(timeout)
+        elif self._pending is not None and not self._pending[1].done():
+            operation = self._pending[0]
+            if operation == "commit_transaction()":
+                self.commit_transaction(timeout)
+            elif operation == "abort_transaction()":
+                self.abort_transaction(timeout)
+
     _bumping = False  # INITIALIZING for an abort's epoch bump, not init_transactions()
 
     # ------------------------------------------------------------ coroutines

@@ -135,6 +135,39 @@ def test_abort_fails_the_unsent_records(cluster: SdkCluster) -> None:
     assert read(cluster, "read_uncommitted", partitions, 1) == ["kept"]
 
 
+def test_close_inside_a_transaction_aborts_it(cluster: SdkCluster) -> None:
+    """As Kafka's client: a producer closed (here by an exception leaving its ``with``)
+    with a transaction open aborts it. Its written records never become visible, its
+    queued ones fail, and read_committed readers are not held back until the
+    coordinator's timeout (60 s here, the default) aborts it: the records committed
+    after it are readable at once."""
+    partitions = topics(cluster, "close")
+    with pytest.raises(RuntimeError, match="the application fails"), \
+            Producer(cluster.bootstrap, transactional_id=unique("sdk-close")) as producer:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        written = send_all(producer, partitions, "open")
+        producer.flush(30)
+        with Producer(cluster.bootstrap, transactional_id=unique("sdk-queued"),
+                      linger_ms=60_000, batch_size=1 << 20) as queued:
+            queued.init_transactions(30)
+            queued.begin_transaction()
+            never = queued.send(partitions[0].topic, b"queued", partition=0)
+        with pytest.raises(TransactionAbortableError):
+            never.result(5)
+        raise RuntimeError("the application fails inside its transaction")
+    with Producer(cluster.bootstrap, transactional_id=unique("sdk-after-close")) as after:
+        after.init_transactions(30)
+        after.begin_transaction()
+        committed = send_all(after, partitions, "after")
+        after.commit_transaction(30)
+    assert sorted(read(cluster, "read_committed", partitions, len(committed))) == sorted(
+        committed)
+    everything = written | committed
+    assert sorted(read(cluster, "read_uncommitted", partitions, len(everything))) == sorted(
+        everything)
+
+
 def test_a_failed_send_aborts_and_the_coordinator_gives_the_next_epoch(
         cluster: SdkCluster) -> None:
     """A batch refused for good leaves a sequence gap: the transaction can only abort,
