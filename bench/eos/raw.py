@@ -141,6 +141,10 @@ class RawTxnProducer:
         answer = self.stub.EndTxn(request, timeout=CALL_TIMEOUT_S)
         took = time.perf_counter() - start
         _check(answer.error_code, answer.error_message, f"EndTxn({self.transactional_id})")
+        # Every end moves the id to its next epoch (or producer id): the next
+        # transaction writes under it, each partition from sequence 0.
+        self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
+        self.sequences.clear()
         return took
 
     def state(self) -> str:

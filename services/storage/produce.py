@@ -23,6 +23,7 @@ after ``timeout_ms``. Parked appends wait on a future, never in a polling loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from services.storage.txn_verification import (
 )
 from strand.coordination.txn_verifier import TxnVerifier
 from strand.errors import (
+    ConcurrentTransactionsError,
     InvalidRecordError,
     InvalidTxnStateError,
     NotEnoughReplicasAfterAppendError,
@@ -56,6 +58,9 @@ from strand.records.batch import CONTROL_FLAG, HEADER_SIZE, read_header
 log = logging.getLogger(__name__)
 
 VALID_ACKS = frozenset((0, 1, -1))
+# How long a batch of a producer's next epoch waits for its previous transaction's
+# marker on the partition (the coordinator writes it right after the EndTxn answer).
+MARKER_HOLD_S = 5.0
 # An acks=all append is answered this long before the request's timeout, so that the
 # answer (REQUEST_TIMED_OUT) reaches the client before its own deadline fires.
 ANSWER_MARGIN_MS = 200
@@ -115,6 +120,8 @@ class Appender:
             writer = self._writer(request)
             turn = replica.producer_turns.take(writer.producer_id) if writer else None
             try:
+                if writer is not None:
+                    await _hold_for_previous_marker(replica, request, writer, wait_s)
                 token = await self._verify(replica, request, writer)
                 if turn is not None:
                     await replica.producer_turns.wait(turn)
@@ -125,7 +132,10 @@ class Appender:
                     if self.manager.leader_replica(request.topic, request.partition) is not replica:
                         raise NotLeaderOrFollowerError(
                             f"{request.topic}-{request.partition} was re-created; retry")
-                    _check_verified(replica, request, writer, token)
+                    if _stale_marker(replica, request):
+                        return result  # its transaction is not open here: nothing to end
+                    _check_verified(replica, request,
+                                    writer if self.verifier is not None else None, token)
                     epoch = replica.record.leader_epoch
                     partition_log = replica.log
                     info, log_start = await self.disk.run(
@@ -136,6 +146,8 @@ class Appender:
                     if not info.duplicate:  # a retry answered from producer state wrote nothing
                         replica.appended(info.last_offset + 1, info.size_bytes)
                         self.manager.maybe_advance_high_watermark(replica)
+                    if request.origin is AppendOrigin.COORDINATOR:
+                        replica.marker_arrivals.appended()
             finally:
                 if turn is not None:
                     replica.producer_turns.passed(turn)
@@ -153,11 +165,11 @@ class Appender:
 
 
     def _writer(self, request: PartitionAppend) -> TxnWriter | None:
-        """KIP-890: the request's transactional producer (None: nothing to verify)."""
-        if self.verifier is None or request.origin is not AppendOrigin.CLIENT:
+        """The request's transactional producer (None: not a transactional write)."""
+        if request.origin is not AppendOrigin.CLIENT:
             return None
         writer = transactional_writer(request.records)
-        if writer is not None:
+        if writer is not None and self.verifier is not None:
             require_transactional_id(request.transactional_id, writer,
                                      f"{request.topic}-{request.partition}")
         return writer
@@ -196,7 +208,10 @@ def _check_verified(replica: Replica, request: PartitionAppend, writer: TxnWrite
     (no marker came between the coordinator's answer and now)."""
     if request.origin is AppendOrigin.COORDINATOR:
         header = read_header(memoryview(request.records), 0)
-        replica.verified_txns.pop(header.producer_id, None)
+        guard = replica.verified_txns.get(header.producer_id)
+        # A verification of the producer's next epoch (held until this marker) stays.
+        if guard is not None and guard.epoch <= header.producer_epoch:
+            del replica.verified_txns[header.producer_id]
         return
     if writer is None or replica.log.open_transaction(writer.producer_id,
                                                       writer.producer_epoch):
@@ -208,6 +223,38 @@ def _check_verified(replica: Replica, request: PartitionAppend, writer: TxnWrite
             f"{writer.producer_id} (epoch {writer.producer_epoch}) ended while this write "
             "was being verified; it is not part of an open transaction here: abort the "
             "transaction and begin a new one")
+
+
+async def _hold_for_previous_marker(replica: Replica, request: PartitionAppend,
+                                    writer: TxnWriter, wait_s: float) -> None:
+    """A batch of the producer's next epoch waits until the transaction it still has
+    open here under an older epoch gets its marker (services.storage.txn_verification's
+    MarkerArrivals); CONCURRENT_TRANSACTIONS (retriable) if that takes too long."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(wait_s, MARKER_HOLD_S)
+    while True:
+        open_epoch = replica.log.open_transaction_epoch(writer.producer_id)
+        if open_epoch is None or open_epoch >= writer.producer_epoch:
+            return
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise ConcurrentTransactionsError(
+                f"{request.topic}-{request.partition}: producer {writer.producer_id} still "
+                f"has its transaction of epoch {open_epoch} open here, waiting for its "
+                f"marker; its epoch {writer.producer_epoch} writes wait for it: retry")
+        with contextlib.suppress(TimeoutError):
+            await replica.marker_arrivals.wait(remaining)
+
+
+def _stale_marker(replica: Replica, request: PartitionAppend) -> bool:
+    """A marker of an older epoch than the producer's latest here ends nothing: its
+    transaction is not open here (a newer epoch's batch waits for it, see
+    ``_hold_for_previous_marker``, and a fence's marker carries the newer epoch)."""
+    if request.origin is not AppendOrigin.COORDINATOR:
+        return False
+    header = read_header(memoryview(request.records), 0)
+    latest = replica.log.producer_epoch(header.producer_id)
+    return latest is not None and header.producer_epoch < latest
 
 
 def _check_enough_replicas(replica: Replica, error: type[Exception], when: str) -> None:

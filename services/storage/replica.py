@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 
 from services.storage.leader_state import LeaderState
-from services.storage.txn_verification import ProducerTurns
+from services.storage.txn_verification import MarkerArrivals, ProducerTurns
 from strand.cluster.model import PartitionRecord
 from strand.errors import NotLeaderOrFollowerError, StorageError
 from strand.log.log import PartitionLog
@@ -73,6 +73,9 @@ class Replica:
         self.verified_txns: dict[int, VerificationGuard] = {}
         # A producer's appends keep their arrival order across those verifications.
         self.producer_turns = ProducerTurns()
+        # Appends of a producer's next epoch wait here for its previous transaction's
+        # marker (an epoch per transaction).
+        self.marker_arrivals = MarkerArrivals()
         # (high watermark, log start offset) last written to the offsets checkpoint.
         self.checkpointed: tuple[int, int] = (-1, -1)
         self._waiters: set[asyncio.Future[None]] = set()

@@ -79,6 +79,33 @@ class ProducerTurns:
             del self._last[turn.producer_id]
 
 
+class MarkerArrivals:
+    """Wakes the appends held for a transaction marker on one replica.
+
+    An epoch per transaction (services.transactions.txn_metadata): a producer may
+    send its next transaction's batches, under the next epoch, while the previous
+    transaction's markers are still being written. A partition where that previous
+    transaction is still open holds such a batch until its marker is appended
+    (appended first, the batch would join the previous transaction and commit with
+    it). A marker of an older epoch than the producer has here then changes nothing:
+    the transaction it ended is not open here (see ``stale_marker``)."""
+
+    def __init__(self) -> None:
+        self._next: asyncio.Future[None] | None = None
+
+    def appended(self) -> None:
+        """A marker was appended: every held append looks again."""
+        if self._next is not None and not self._next.done():
+            self._next.set_result(None)
+        self._next = None
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until the next marker is appended, or ``timeout_s`` (TimeoutError)."""
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+        await asyncio.wait_for(asyncio.shield(self._next), timeout_s)
+
+
 def transactional_writer(records: bytes) -> TxnWriter | None:
     """The producer of the first transactional data batch of ``records``, if any. Reads
     headers only; framing errors are left to the append's validation."""

@@ -9,9 +9,11 @@ durability and the markers:
   is applied (``prepare`` → write → ``complete_transition``; a failed write
   forgets the pending change), so memory never runs ahead of the log;
 * EndTxn answers once PrepareCommit / PrepareAbort is written (the outcome is then
-  decided, as in Kafka); a task per transaction writes the markers through the
-  :class:`~services.transactions.markers.MarkerWriter`, retrying until they are
-  on every partition, then writes Complete*;
+  decided, as in Kafka), with the id's next epoch; a task per transaction writes
+  the markers through the :class:`~services.transactions.markers.MarkerWriter`,
+  retrying until they are on every partition, then writes Complete* (or, if the
+  next transaction began meanwhile, its Ongoing without the Completion: see
+  txn_metadata's epoch per transaction);
 * ``load()`` rebuilds the shard when this instance takes it over, and ``start()``
   finishes every transaction found in Prepare*;
 * one timer task aborts transactions open past ``transaction.timeout.ms`` (with an
@@ -28,7 +30,12 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 
 from services.transactions.markers import MarkerWriter
-from services.transactions.txn_metadata import TopicPartition, TransactionMetadata, TxnTransit
+from services.transactions.txn_metadata import (
+    TopicPartition,
+    TransactionMetadata,
+    TxnTransit,
+    epoch_exhausted,
+)
 from services.transactions.txn_records import record
 from services.transactions.txn_requests import (
     DEFAULT_MAX_TIMEOUT_MS,
@@ -72,12 +79,14 @@ __all__ = ["DEFAULT_ABORT_INTERVAL_MS", "DEFAULT_EXPIRATION_INTERVAL_MS", "TxnSh
 DEFAULT_ABORT_INTERVAL_MS = 10_000
 DEFAULT_EXPIRATION_INTERVAL_MS = 3_600_000
 MARKER_RETRY_S = 0.5
-# How long AddPartitionsToTxn / AddOffsetsToTxn / InitProducerId wait for the id's
-# previous transaction to complete before answering CONCURRENT_TRANSACTIONS.
+# How long AddOffsetsToTxn / InitProducerId / EndTxn (and AddPartitionsToTxn after a
+# fence) wait for the id's previous transaction to complete before answering
+# CONCURRENT_TRANSACTIONS.
 COMPLETION_WAIT_S = 2.0
 # How long a Complete* record waits for the record of a request that was waiting for
 # it (they then share one write).
 COMPLETION_HOLD_S = 0.005
+PENDING_POLL_S = 0.002  # a completion waiting for another change's write to land
 
 
 def wall_ms() -> int:
@@ -229,14 +238,17 @@ class TxnShardCoordinator:
                     self._waiting[transactional_id] = left
 
     async def _complete(self, metadata: TransactionMetadata) -> None:
-        """Markers on every partition, then Complete*; retried until done or stopped."""
-        commit = metadata.state is TxnState.PREPARE_COMMIT
-        producer_id, epoch = metadata.producer_id, metadata.producer_epoch
-        partitions = sorted(metadata.partitions)
+        """Markers on every partition, then Complete* (or the next transaction's Ongoing
+        without the Completion); retried until done or stopped."""
+        ended = metadata.completion_due()
+        if ended is None:
+            return
+        partitions = sorted(ended.partitions)
         while True:
             try:
-                await self.markers.write_markers(producer_id, epoch, self.coordinator_epoch,
-                                                 commit, partitions)
+                await self.markers.write_markers(ended.producer_id, ended.producer_epoch,
+                                                 self.coordinator_epoch, ended.commit,
+                                                 partitions)
                 break
             except Exception as exc:
                 log.warning("could not write transaction markers; retrying", extra={
@@ -244,10 +256,14 @@ class TxnShardCoordinator:
                 if await wait_event(self._stopping, self.marker_retry_s):
                     return
         while True:
+            if metadata.pending:  # the next transaction's AddPartitions is being written
+                if await wait_event(self._stopping, PENDING_POLL_S):
+                    return
+                continue
             try:
-                transit = complete_txn(metadata, producer_id, epoch, commit, self.clock())
+                transit = complete_txn(metadata, ended, self.clock())
             except StrandError as exc:
-                # The id moved on (it cannot while Prepare*): nothing left to complete.
+                # The id moved on (it cannot while its markers are due): nothing to do.
                 log.error("cannot complete a transaction", extra={
                     "transactional_id": metadata.transactional_id, "error": str(exc)})
                 return
@@ -327,8 +343,13 @@ class TxnShardCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: Iterable[TopicPartition]) -> None:
-        await self._previous_completed(transactional_id)
         metadata = self.store.get(transactional_id)
+        if metadata is None or metadata.completing is None or (
+                metadata.producer_id, metadata.producer_epoch) != (producer_id, epoch):
+            # The next epoch's first partitions go in at once, while the markers of the
+            # previous transaction are written; anything else waits for them first.
+            await self._previous_completed(transactional_id)
+            metadata = self.store.get(transactional_id)
         transit = add_partitions(metadata, transactional_id, producer_id, epoch, partitions,
                                  self.clock())
         if transit is not None:
@@ -350,16 +371,36 @@ class TxnShardCoordinator:
         if shards is None:
             raise CoordinatorNotAvailableError(
                 f"{GROUP_TOPIC} does not exist yet (no group coordinator has run); retry")
+        # The offsets wait for the previous transaction's completion: the group
+        # coordinator keeps one pending offset per (group, producer, partition), so
+        # this transaction's must not replace the previous one's before it completes.
+        await self._previous_completed(transactional_id)
         await self.add_partitions(transactional_id, producer_id, epoch,
                                   [offsets_partition(group_id, shards)])
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
-                      commit: bool) -> None:
+                      commit: bool) -> ProducerIdAndEpoch:
+        """Returns the producer id and epoch of the id's next transaction."""
         metadata = self.store.get(transactional_id)
-        transit = end_txn(metadata, transactional_id, producer_id, epoch, commit, self.clock())
+        if metadata is not None and metadata.completing is not None:
+            await self._previous_completed(transactional_id)  # one completion at a time
+            metadata = self.store.get(transactional_id)
+        spare = None
+        if metadata is not None and epoch_exhausted(metadata.producer_epoch + 1):
+            spare = await self.new_producer_id()
+
+        def rotated() -> int:
+            if spare is None:
+                raise ConcurrentTransactionsError(
+                    f"transactional id {transactional_id!r} changed meanwhile; retry")
+            return spare
+
+        transit = end_txn(metadata, transactional_id, producer_id, epoch, commit, self.clock(),
+                          new_producer_id=rotated)
+        assert metadata is not None
         if transit is not None:
-            assert metadata is not None
             await self._end(metadata, transit)
+        return ProducerIdAndEpoch(metadata.producer_id, metadata.producer_epoch)
 
     def list_transactions(self, states: Collection[str], producer_ids: Collection[int],
                           min_duration_ms: int) -> TransactionListing:

@@ -175,9 +175,11 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         response = pb.EndTxnResponse()
 
         async def work() -> None:
-            await self.served.for_key(request.transactional_id).end_txn(
+            following = await self.served.for_key(request.transactional_id).end_txn(
                 request.transactional_id, request.producer_id, request.producer_epoch,
                 request.committed)
+            response.producer_id = following.producer_id
+            response.producer_epoch = following.epoch
 
         await answered(response, work)
         return response

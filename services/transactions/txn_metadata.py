@@ -17,6 +17,19 @@ bumped epoch so that the old instance is fenced. A producer id whose epoch reach
 ``Short.MaxValue - 1`` is replaced by a new producer id with epoch 0, so the
 coordinator always has one epoch left to fence with.
 
+An epoch per transaction (KIP-890 part 2, taken further): a client's EndTxn writes
+Prepare* with the *next* epoch (a new producer id once the epochs run out) and the
+ended transaction as its :class:`Completion` (its producer id, epoch, outcome and
+partitions: what the markers carry). The client gets that epoch in the answer and
+may add partitions of its next transaction at once: Prepare* -> Ongoing keeps the
+Completion until its markers are written (then Ongoing again without it), so the
+next transaction runs while the previous one's markers are written. Its batches
+carry the new epoch, so a partition holds them until the older transaction's
+marker is there (services.storage.txn_verification), and a marker of an older
+epoch than the partition has seen is already done. A fence's PrepareAbort (an
+InitProducerId, a timeout) has no Completion: its markers carry the bumped epoch,
+which fences the old instance on every partition.
+
 Where Strand differs: Kafka bumps the in-memory epoch before the fencing
 PrepareAbort is written and remembers a failed write (``hasFailedEpochFence``) so
 as not to bump twice; here the bumped epoch lives only in the pending transit until
@@ -39,6 +52,7 @@ __all__ = [
     "MAX_EPOCH",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
+    "Completion",
     "IllegalTransitionError",
     "TopicPartition",
     "TransactionMetadata",
@@ -64,6 +78,17 @@ class IllegalTransitionError(UnknownServerError):
 
 
 @dataclass(frozen=True, slots=True)
+class Completion:
+    """A transaction whose outcome is written (Prepare*) and whose markers are due:
+    the producer id and epoch they carry, the outcome and the partitions."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
 class TxnTransit:
     """The state a transition leads to: what one ``__transaction_state`` record holds."""
 
@@ -76,6 +101,8 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_ms: int  # when the first partition of the transaction was added; -1: none
     last_update_ms: int
+    # The previous transaction, while its markers are written (see the module doc).
+    completing: Completion | None = None
 
 
 @dataclass(slots=True)
@@ -90,6 +117,7 @@ class TransactionMetadata:
     state: TxnState = TxnState.EMPTY
     partitions: frozenset[TopicPartition] = frozenset()
     start_ms: int = -1
+    completing: Completion | None = None
     pending_state: TxnState | None = None
     # The pending PrepareAbort fences: it carries the bumped epoch (see the docstring).
     pending_fence: bool = field(default=False)
@@ -102,13 +130,24 @@ class TransactionMetadata:
         return cls(transactional_id, transit.producer_id, transit.timeout_ms,
                    transit.last_update_ms, transit.last_producer_id, transit.producer_epoch,
                    transit.last_producer_epoch, transit.state, transit.partitions,
-                   transit.start_ms)
+                   transit.start_ms, transit.completing)
 
     def current(self) -> TxnTransit:
         """The state as a transit (what the last record written says)."""
         return TxnTransit(self.producer_id, self.last_producer_id, self.producer_epoch,
                           self.last_producer_epoch, self.timeout_ms, self.state,
-                          self.partitions, self.start_ms, self.last_update_ms)
+                          self.partitions, self.start_ms, self.last_update_ms, self.completing)
+
+    def completion_due(self) -> Completion | None:
+        """The transaction whose markers are due: the Completion of a client's end
+        (kept through the next transaction's Ongoing), or the Prepare* transaction
+        itself for a fence (or a record written before epochs per transaction)."""
+        if self.completing is not None:
+            return self.completing
+        if self.state.completing:
+            return Completion(self.producer_id, self.producer_epoch,
+                              self.state is TxnState.PREPARE_COMMIT, self.partitions)
+        return None
 
     @property
     def pending(self) -> bool:
@@ -162,6 +201,10 @@ class TransactionMetadata:
         if self.producer_epoch >= MAX_EPOCH:
             raise IllegalTransitionError(
                 f"{self.transactional_id!r}: epoch {self.producer_epoch} cannot be bumped")
+        if self.completing is not None:
+            raise IllegalTransitionError(
+                f"{self.transactional_id!r}: cannot fence while the previous transaction "
+                "is completing")
         return self._prepare(TxnState.PREPARE_EPOCH_FENCE, self.producer_id,
                              self.last_producer_id, self.producer_epoch + 1, NO_PRODUCER_EPOCH,
                              self.timeout_ms, self.partitions, self.start_ms,
@@ -169,27 +212,62 @@ class TransactionMetadata:
 
     def prepare_add_partitions(self, added: Iterable[TopicPartition],
                                now_ms: int) -> TxnTransit:
-        start = now_ms if self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
-                                         TxnState.COMPLETE_ABORT) else self.start_ms
+        """The first partitions of a transaction (from Empty, Complete*, or Prepare*
+        with its markers still due: the Completion stays), or more of them."""
+        if self.state is TxnState.ONGOING:
+            start, partitions = self.start_ms, self.partitions | frozenset(added)
+        else:
+            start, partitions = now_ms, frozenset(added)
+        if self.state.completing and self.completing is None:
+            raise IllegalTransitionError(
+                f"{self.transactional_id!r}: a transaction cannot begin while a fenced "
+                "one is aborting")
         return self._prepare(TxnState.ONGOING, self.producer_id, self.last_producer_id,
                              self.producer_epoch, self.last_producer_epoch, self.timeout_ms,
-                             self.partitions | frozenset(added), start, now_ms)
+                             partitions, start, now_ms, self.completing)
 
-    def prepare_end(self, commit: bool, now_ms: int) -> TxnTransit:
-        """Ongoing -> PrepareCommit / PrepareAbort (a fence, once prepared, turns into
-        its PrepareAbort here: see :func:`~services.transactions.txn_requests.end_txn`)."""
+    def prepare_previous_completed(self, now_ms: int) -> TxnTransit:
+        """Ongoing, and the previous transaction's markers are written: drop its
+        Completion."""
+        if self.state is not TxnState.ONGOING or self.completing is None:
+            raise IllegalTransitionError(
+                f"{self.transactional_id!r}: no previous transaction is completing")
+        return self._prepare(TxnState.ONGOING, self.producer_id, self.last_producer_id,
+                             self.producer_epoch, self.last_producer_epoch, self.timeout_ms,
+                             self.partitions, self.start_ms, now_ms)
+
+    def prepare_end(self, commit: bool, now_ms: int,
+                    new_producer_id: int | None = None) -> TxnTransit:
+        """Ongoing -> PrepareCommit / PrepareAbort. A client's end moves the id to the
+        next epoch, or to ``new_producer_id`` at epoch 0 once the epochs run out, and
+        keeps the transaction as the Completion (see the module doc). A fence, once
+        prepared, turns into its PrepareAbort here (see
+        :func:`~services.transactions.txn_requests.end_txn`), under the bumped epoch."""
         fencing = self.pending_state is TxnState.PREPARE_EPOCH_FENCE
         if fencing and commit:
             raise IllegalTransitionError(f"{self.transactional_id!r}: a fence only aborts")
+        if self.completing is not None:
+            raise IllegalTransitionError(
+                f"{self.transactional_id!r}: the previous transaction is still completing")
+        target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if fencing:
             self.pending_state = None
-        epoch = self.producer_epoch + 1 if fencing else self.producer_epoch
-        last = NO_PRODUCER_EPOCH if fencing else self.last_producer_epoch
-        transit = self._prepare(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-                                self.producer_id, self.last_producer_id, epoch, last,
-                                self.timeout_ms, self.partitions, self.start_ms, now_ms)
-        self.pending_fence = fencing
-        return transit
+            transit = self._prepare(target, self.producer_id, self.last_producer_id,
+                                    self.producer_epoch + 1, NO_PRODUCER_EPOCH,
+                                    self.timeout_ms, self.partitions, self.start_ms, now_ms)
+            self.pending_fence = True
+            return transit
+        if epoch_exhausted(self.producer_epoch + 1):
+            if new_producer_id is None:
+                raise IllegalTransitionError(
+                    f"{self.transactional_id!r}: the epochs of producer {self.producer_id} "
+                    "are used up; the end needs a new producer id")
+            producer_id, epoch = new_producer_id, 0
+        else:
+            producer_id, epoch = self.producer_id, self.producer_epoch + 1
+        ended = Completion(self.producer_id, self.producer_epoch, commit, self.partitions)
+        return self._prepare(target, producer_id, self.producer_id, epoch, self.producer_epoch,
+                             self.timeout_ms, self.partitions, self.start_ms, now_ms, ended)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
         """The markers are written: Prepare* -> Complete*."""
@@ -207,7 +285,8 @@ class TransactionMetadata:
 
     def _prepare(self, target: TxnState, producer_id: int, last_producer_id: int, epoch: int,
                  last_epoch: int, timeout_ms: int, partitions: frozenset[TopicPartition],
-                 start_ms: int, now_ms: int) -> TxnTransit:
+                 start_ms: int, now_ms: int,
+                 completing: Completion | None = None) -> TxnTransit:
         if self.pending_state is not None:
             raise IllegalTransitionError(
                 f"{self.transactional_id!r}: preparing {target.kafka_name} while "
@@ -222,7 +301,7 @@ class TransactionMetadata:
                 "is not a valid transition")
         self.pending_state = target
         return TxnTransit(producer_id, last_producer_id, epoch, last_epoch, timeout_ms,
-                          target, partitions, start_ms, now_ms)
+                          target, partitions, start_ms, now_ms, completing)
 
     # -- complete: the record is written ------------------------------------------------
 
@@ -245,19 +324,34 @@ class TransactionMetadata:
             if (not (same_producer or bump) or transit.partitions or transit.start_ms != -1):
                 self._refuse(transit, "not an epoch bump of an empty transaction")
         elif target is TxnState.ONGOING:
-            if (not same_producer or not self.partitions <= transit.partitions
-                    or transit.timeout_ms != self.timeout_ms):
+            if not same_producer or transit.timeout_ms != self.timeout_ms:
                 self._refuse(transit, "not the same producer adding partitions")
+            if self.state is TxnState.ONGOING:
+                if (not self.partitions <= transit.partitions
+                        or transit.completing not in (self.completing, None)):
+                    self._refuse(transit, "not the open transaction adding partitions")
+            elif transit.completing != self.completing:
+                self._refuse(transit, "the previous transaction's markers are not kept")
         elif target in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             fenced = (self.pending_fence and transit.producer_id == self.producer_id
-                      and transit.producer_epoch == self.producer_epoch + 1)
-            if ((not same_producer and not fenced) or transit.partitions != self.partitions
+                      and transit.producer_epoch == self.producer_epoch + 1
+                      and transit.completing is None)
+            ended = Completion(self.producer_id, self.producer_epoch,
+                               target is TxnState.PREPARE_COMMIT, self.partitions)
+            next_epoch = (transit.producer_epoch == self.producer_epoch + 1
+                          if transit.producer_id == self.producer_id
+                          else transit.producer_epoch == 0)
+            ends = (transit.completing == ended and next_epoch
+                    and transit.last_producer_id == self.producer_id
+                    and transit.last_producer_epoch == self.producer_epoch)
+            if ((not ends and not fenced) or transit.partitions != self.partitions
                     or transit.timeout_ms != self.timeout_ms
                     or transit.start_ms != self.start_ms):
                 self._refuse(transit, "not the open transaction ending")
         elif target in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             if (not same_producer or transit.timeout_ms != self.timeout_ms
-                    or transit.start_ms == -1 or transit.partitions):
+                    or transit.start_ms == -1 or transit.partitions
+                    or transit.completing is not None):
                 self._refuse(transit, "not the prepared transaction completing")
         else:  # PrepareEpochFence turns into PrepareAbort; Dead is removed, never applied
             self._refuse(transit, f"{target.kafka_name} is never completed")
@@ -269,6 +363,7 @@ class TransactionMetadata:
         self.partitions = transit.partitions
         self.start_ms = transit.start_ms
         self.last_update_ms = transit.last_update_ms
+        self.completing = transit.completing
         self.state = transit.state
         self.pending_state = None
         self.pending_fence = False

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from services.transactions.txn_metadata import (
     NO_PRODUCER_EPOCH,
+    Completion,
     IllegalTransitionError,
     TopicPartition,
     TransactionMetadata,
@@ -108,7 +109,7 @@ def init_producer_id(metadata: TransactionMetadata, timeout_ms: int,
             f"transactional id {metadata.transactional_id!r} now has producer id "
             f"{metadata.producer_id}, not {expected.producer_id}: a newer instance exists")
     state = metadata.state
-    if state.completing:
+    if state.completing or metadata.completing is not None:
         raise _concurrent(metadata)
     if state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
         if metadata.epoch_exhausted and (expected is None
@@ -163,6 +164,8 @@ def _check_producer(metadata: TransactionMetadata | None, transactional_id: str,
 def _concurrent(metadata: TransactionMetadata) -> ConcurrentTransactionsError:
     pending = metadata.pending_state
     what = (f"a change to {pending.kafka_name} is being written" if pending is not None
+            else "the markers of the last transaction are still being written"
+            if metadata.completing is not None
             else f"the last transaction is still {metadata.state.kafka_name}")
     return ConcurrentTransactionsError(
         f"transactional id {metadata.transactional_id!r}: {what}; retry shortly")
@@ -180,22 +183,33 @@ def add_partitions(metadata: TransactionMetadata | None, transactional_id: str,
             raise InvalidRequestError(
                 f"{transactional_id!r}: cannot add partition {topic!r}-{partition}")
     metadata = _check_producer(metadata, transactional_id, producer_id, epoch)
-    if metadata.pending or metadata.state.completing:
-        raise _concurrent(metadata)
+    if metadata.pending or (metadata.state.completing and metadata.completing is None):
+        raise _concurrent(metadata)  # a fence's abort (or an older record's) completes first
     if metadata.state is TxnState.ONGOING and added <= metadata.partitions:
         return None
     return metadata.prepare_add_partitions(added, now_ms)
 
 
 def end_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
-            epoch: int, commit: bool, now_ms: int, from_client: bool = True) -> TxnTransit | None:
-    """EndTxn: Ongoing -> PrepareCommit / PrepareAbort. A retry of an end that
-    completed answers success (None); an end that contradicts the outcome, or with
-    no transaction open, is INVALID_TXN_STATE.
+            epoch: int, commit: bool, now_ms: int, from_client: bool = True,
+            new_producer_id: Callable[[], int] | None = None) -> TxnTransit | None:
+    """EndTxn: Ongoing -> PrepareCommit / PrepareAbort under the next epoch (from
+    ``new_producer_id`` once the epochs run out; see txn_metadata). A retry of an
+    end that is decided answers success (None: the caller answers the current
+    producer id and epoch); an end that contradicts the outcome, or with no
+    transaction open, is INVALID_TXN_STATE.
 
     The coordinator itself (``from_client=False``) ends a transaction it fences with
     the bumped epoch of the pending PrepareEpochFence."""
     validate_transactional_id(transactional_id)
+    decided = _decided_end(metadata, producer_id, epoch) if from_client else None
+    if decided is not None:
+        if decided == commit:
+            return None
+        raise InvalidTxnStateError(
+            f"cannot {'commit' if commit else 'abort'} the transaction of "
+            f"{transactional_id!r} (producer {producer_id}, epoch {epoch}): it was already "
+            f"{'committed' if decided else 'aborted'}")
     if metadata is None or metadata.producer_id != producer_id:
         _check_producer(metadata, transactional_id, producer_id, epoch)
     assert metadata is not None
@@ -211,7 +225,16 @@ def end_txn(metadata: TransactionMetadata | None, transactional_id: str, produce
     outcome = "commit" if commit else "abort"
     state = metadata.state
     if state is TxnState.ONGOING:
-        return metadata.prepare_end(commit, now_ms)
+        if metadata.completing is not None:
+            raise _concurrent(metadata)
+        fencing = metadata.pending_state is TxnState.PREPARE_EPOCH_FENCE
+        rotated = None
+        if not fencing and epoch_exhausted(metadata.producer_epoch + 1):
+            if new_producer_id is None:
+                raise ConcurrentTransactionsError(
+                    f"transactional id {transactional_id!r} needs a new producer id; retry")
+            rotated = new_producer_id()
+        return metadata.prepare_end(commit, now_ms, rotated)
     if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
         if commit == (state is TxnState.COMPLETE_COMMIT):
             return None  # a retry of an end that completed
@@ -227,18 +250,38 @@ def end_txn(metadata: TransactionMetadata | None, transactional_id: str, produce
                                               TxnState.COMPLETE_ABORT) else ""))
 
 
-def complete_txn(metadata: TransactionMetadata, producer_id: int, epoch: int,
-                 commit: bool, now_ms: int) -> TxnTransit:
-    """After the Prepare* record is written: the Complete* transit to write once every
-    partition has its marker (pending meanwhile, so nothing else moves the id)."""
-    _check_producer(metadata, metadata.transactional_id, producer_id, epoch)
+def _decided_end(metadata: TransactionMetadata | None, producer_id: int,
+                 epoch: int) -> bool | None:
+    """If this EndTxn repeats one that moved the id to its next epoch (its answer was
+    lost): the outcome that end decided (True: commit). None otherwise."""
+    if metadata is None or metadata.pending or epoch == NO_PRODUCER_EPOCH or (
+            producer_id, epoch) != (metadata.last_producer_id, metadata.last_producer_epoch):
+        return None
+    state = metadata.state
+    if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+        return state is TxnState.COMPLETE_COMMIT
+    ended = metadata.completing
+    if state.completing and ended is not None and (
+            ended.producer_id, ended.producer_epoch) == (producer_id, epoch):
+        return ended.commit
+    return None
+
+
+def complete_txn(metadata: TransactionMetadata, ended: Completion,
+                 now_ms: int) -> TxnTransit:
+    """Every partition of ``ended`` has its marker: the transit to write
+    (Prepare* -> Complete*, or the next transaction's Ongoing without the
+    Completion). CONCURRENT_TRANSACTIONS while another change is pending (retry);
+    INVALID_TXN_STATE if ``ended`` is no longer what the id has to complete."""
     if metadata.pending:
         raise _concurrent(metadata)
-    wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-    if metadata.state is not wanted:
+    if metadata.completion_due() != ended:
         raise InvalidTxnStateError(
-            f"cannot complete the {'commit' if commit else 'abort'} of "
-            f"{metadata.transactional_id!r}: it is {metadata.state.kafka_name}")
+            f"{metadata.transactional_id!r} no longer has the "
+            f"{'commit' if ended.commit else 'abort'} of producer {ended.producer_id} "
+            f"(epoch {ended.producer_epoch}) to complete: it is {metadata.state.kafka_name}")
+    if metadata.state is TxnState.ONGOING:
+        return metadata.prepare_previous_completed(now_ms)
     return metadata.prepare_complete(now_ms)
 
 
@@ -247,8 +290,8 @@ def abort_timed_out(metadata: TransactionMetadata, producer_id: int) -> TxnTrans
     :func:`end_txn` aborts under the bumped epoch). None if the id moved on since
     it was found timed out (another producer id, or a change pending)."""
     if metadata.producer_id != producer_id or metadata.pending \
-            or metadata.state is not TxnState.ONGOING:
-        return None
+            or metadata.state is not TxnState.ONGOING or metadata.completing is not None:
+        return None  # (the previous transaction's markers first: the next round)
     return metadata.prepare_fence_epoch()
 
 

@@ -7,10 +7,13 @@
                                └──InitProducerId / timeout──▶ PrepareEpochFence ─┘
 
 Complete* and Empty lead back to Empty (InitProducerId) or Ongoing (the next
-transaction); Empty and Complete* lead to Dead when the id expires. Prepare* and
-Complete* are the states written to ``__transaction_state`` around the markers;
-PrepareEpochFence is never written: it is the pending state of a fence, which
-goes on to PrepareAbort with the bumped epoch.
+transaction). Where Strand differs: a client's PrepareCommit / PrepareAbort also
+leads to Ongoing, the next transaction beginning while the markers are written
+(services.transactions.txn_metadata: an epoch per transaction). Empty and
+Complete* lead to Dead when the id expires. Prepare* and Complete* are the states
+written to ``__transaction_state`` around the markers; PrepareEpochFence is never
+written: it is the pending state of a fence, which goes on to PrepareAbort with
+the bumped epoch.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ _S = TxnState
 # For each state, the states it may be entered from.
 VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
-    _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
+    _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT,
+                           _S.PREPARE_COMMIT, _S.PREPARE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
     _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),

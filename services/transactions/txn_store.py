@@ -143,7 +143,8 @@ class TransactionStore:
         return len(self._ids)
 
     def completing(self) -> list[TransactionMetadata]:
-        return [m for m in self._ids.values() if m.state.completing and not m.pending]
+        return [m for m in self._ids.values()
+                if m.completion_due() is not None and not m.pending]
 
     # -- timers ---------------------------------------------------------------------------
 

@@ -237,6 +237,18 @@ class PartitionLog:
         return (entry is not None and entry.producer_epoch == producer_epoch
                 and entry.current_txn_first_offset is not None)
 
+    def open_transaction_epoch(self, producer_id: int) -> int | None:
+        """The epoch of the producer's open transaction here, None if it has none."""
+        entry = self._producers.table.entry(producer_id)
+        if entry is None or entry.current_txn_first_offset is None:
+            return None
+        return entry.producer_epoch
+
+    def producer_epoch(self, producer_id: int) -> int | None:
+        """The producer's latest epoch here, None if it is unknown here."""
+        entry = self._producers.table.entry(producer_id)
+        return None if entry is None else entry.producer_epoch
+
     def producer_state(self) -> dict[int, ProducerStateEntry]:
         """What this replica knows of each producer id (a copy)."""
         with self._lock:

@@ -89,6 +89,10 @@ RETRIABLE_ERRORS = frozenset({
     ErrorCode.KAFKA_STORAGE_ERROR,
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH,
+    # A transactional batch of the producer's next epoch that waited too long for its
+    # previous transaction's marker on the partition (or for the coordinator's
+    # verification): not written.
+    ErrorCode.CONCURRENT_TRANSACTIONS,
 })
 # Of those, the ones that mean "your metadata is stale" (Kafka's InvalidMetadataException).
 METADATA_ERRORS = frozenset({
@@ -98,6 +102,10 @@ METADATA_ERRORS = frozenset({
     ErrorCode.KAFKA_STORAGE_ERROR,
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH,
+    # A transactional batch of the producer's next epoch that waited too long for its
+    # previous transaction's marker on the partition (or for the coordinator's
+    # verification): not written.
+    ErrorCode.CONCURRENT_TRANSACTIONS,
 })
 
 # Answers the idempotent producer resolves (retry, epoch bump) or that end it.
@@ -108,7 +116,8 @@ _FENCED_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER
 # sequence (storage answers a written one as a duplicate), or of its bytes (every
 # attempt sends the same bytes, refused the same way).
 _NEVER_WRITTEN = _SEQUENCE_ERRORS | {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
-                                     ErrorCode.INVALID_RECORD, ErrorCode.RECORD_LIST_TOO_LARGE}
+                                     ErrorCode.INVALID_RECORD, ErrorCode.RECORD_LIST_TOO_LARGE,
+                                     ErrorCode.CONCURRENT_TRANSACTIONS}
 
 _EXPIRY_CHECK_MS = 100.0
 

@@ -7,8 +7,11 @@ and ``abort_transaction()``, modelled on Kafka's client TransactionManager.
   are drained only once the coordinator has it in the open transaction; a failed
   batch makes the transaction abortable; a fenced answer ends the producer. It never
   bumps its epoch itself, as Kafka's transactional producer: a sequence gap makes the
-  transaction abortable, and ``abort_transaction()`` gets the next epoch from the
-  coordinator (InitProducerId with the producer id and epoch it has, KIP-360).
+  transaction abortable, and the abort gets the next epoch from the coordinator.
+  Every EndTxn does (an epoch per transaction, as KIP-890 part 2): its answer names
+  the epoch the next transaction writes with, which can then begin while the
+  coordinator still writes this one's markers. An abort with nothing to end asks
+  InitProducerId with the producer id and epoch it has (KIP-360).
 - ``Transactions`` runs the API calls: user threads wait for coroutines that run on
   the sender thread's event loop (strand.producer.txn_calls), and, each sender
   turn, AddPartitionsToTxn for every partition sent to since the last one (one call).
@@ -63,6 +66,9 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000  # the coordinator's default transaction.ma
 MAX_TRANSACTIONAL_ID_BYTES = (1 << 15) - 1  # an int16-length string in Kafka's protocol
 _GRACE_S = 0.5  # past a call's deadline, for its coroutine's own (better) timeout error
 _COMMITTABLE = (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION)
+# How long an AddPartitionsToTxn holding partitions added ahead (the last transaction's)
+# is retried before those are dropped and the others asked for alone.
+_AHEAD_ADD_S = 5.0
 
 
 def validate_transactional(transactional_id: object, timeout_ms: object) -> None:
@@ -161,7 +167,9 @@ class Transactions:
 
     async def _add_partitions(self, partitions: set[TopicPartition]) -> None:
         txn, tm = self.txn, self.tm
-        deadline = time.monotonic() + self.delivery_timeout_ms / 1000
+        ahead = txn.speculative(partitions)
+        timeout_s = self.delivery_timeout_ms / 1000
+        deadline = time.monotonic() + (min(timeout_s, _AHEAD_ADD_S) if ahead else timeout_s)
         try:
             self.calls.stub = self.sender.gateway_stub()
             await self.calls.add_partitions(tm.producer_id, tm.epoch, partitions, deadline,
@@ -169,6 +177,12 @@ class Transactions:
         except ProducerFencedError as exc:
             tm.set_fatal(exc)
         except StrandError as exc:
+            dropped = txn.drop_speculative(partitions) if ahead else set()
+            if dropped:
+                log.info("transactional producer %r: the partitions %s, added ahead, could "
+                         "not be added (%s); adding the others alone", txn.transactional_id,
+                         sorted(dropped), exc)
+                return
             log.warning("transactional producer %r: AddPartitionsToTxn %s failed: %s",
                         txn.transactional_id, sorted(partitions), exc)
             txn.set_abortable(exc)
@@ -203,6 +217,8 @@ class Transactions:
         with self._lock:
             self._refuse_if_pending("begin_transaction()")
             self.txn.transition(TxnState.IN_TRANSACTION, "begin_transaction()")
+        if self.txn.adding:  # the last transaction's partitions: added at once
+            self.sender.wakeup()
 
     def send_offsets_to_transaction(
             self, offsets: Mapping[Any, OffsetAndMetadata | int], group_metadata: GroupMember,
@@ -330,7 +346,11 @@ class Transactions:
         skip = not txn.started or isinstance(txn.error, InvalidProducerIdMappingError)
         try:
             if not skip:
-                await self.calls.end_txn(tm.producer_id, tm.epoch, commit, deadline)
+                # The answer names the next transaction's epoch: its batches restart at
+                # sequence 0 (a batch left unresolved by an abort keeps its numbers
+                # until resolved, as after InitProducerId).
+                tm.set_producer_id(*await self.calls.end_txn(tm.producer_id, tm.epoch,
+                                                             commit, deadline))
         except RequestTimedOutError:
             raise  # the call may be repeated
         except ProducerFencedError as exc:
@@ -346,8 +366,9 @@ class Transactions:
                 "abort_transaction()", cause=exc) from exc
         if not commit and (tm.bump_needed or isinstance(txn.error,
                                                         InvalidProducerIdMappingError)):
-            # A batch's outcome or sequence is unknown: continue under the next epoch,
-            # from the coordinator (KIP-360), never a local bump.
+            # No EndTxn was sent (nothing was added), yet a batch's outcome or sequence
+            # is unknown: continue under the next epoch, from the coordinator (KIP-360),
+            # never a local bump.
             self._bumping = True
             txn.transition(TxnState.INITIALIZING)
             await self._init(deadline, (tm.producer_id, tm.epoch))

@@ -184,13 +184,16 @@ class TxnCalls:
         await self._retrying("TxnOffsetCommit", deadline, call)
 
     async def end_txn(self, producer_id: int, epoch: int, commit: bool,
-                      deadline: float) -> None:
+                      deadline: float) -> tuple[int, int]:
+        """Returns the producer id and epoch of the next transaction (every end moves
+        the transactional id to the next epoch)."""
         request = pb_txn.EndTxnRequest(
             transactional_id=self.transactional_id, producer_id=producer_id,
             producer_epoch=epoch, committed=commit)
         stub = self._stub()
-        await self._retrying("EndTxn", deadline,
-                             lambda timeout: stub.EndTxn(request, timeout=timeout))
+        response = await self._retrying("EndTxn", deadline,
+                                        lambda timeout: stub.EndTxn(request, timeout=timeout))
+        return int(response.producer_id), int(response.producer_epoch)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,11 @@ class TxnStateMachine:
         self._new: set[TopicPartition] = set()  # sent to, not yet asked for
         self._pending: set[TopicPartition] = set()  # AddPartitionsToTxn in flight
         self._added: set[TopicPartition] = set()  # in the coordinator's transaction
+        # The partitions the last transaction had: the next one adds them at its
+        # begin_transaction(), in one AddPartitionsToTxn, before its first send.
+        self._previous: frozenset[TopicPartition] = frozenset()
+        # Of those, the ones no send of this transaction has asked for yet.
+        self._speculative: set[TopicPartition] = set()
         # The coordinator has an open transaction for us (a partition or the offsets
         # of a group were added): only then is an EndTxn due.
         self._started = False
@@ -121,10 +126,19 @@ class TxnStateMachine:
         if target in (S.READY, S.INITIALIZING):
             self._error = None
         if target is S.READY:
+            self._previous = frozenset(self._added) if source is S.COMMITTING_TRANSACTION \
+                else frozenset()
             self._new.clear()
             self._pending.clear()
             self._added.clear()
             self._started = False
+        elif target is S.IN_TRANSACTION:
+            # Producers mostly write the same partitions transaction after transaction:
+            # adding them all at once saves the next transaction the AddPartitionsToTxn
+            # round trips its first sends would each wait for (a partition added and
+            # not written to costs only its marker).
+            self._new |= self._previous
+            self._speculative = set(self._previous)
         elif target is S.ABORTING_TRANSACTION:
             self._new.clear()  # never add a partition to a transaction being aborted
 
@@ -167,6 +181,8 @@ class TxnStateMachine:
     def require_transaction(self, operation: str) -> None:
         """Raise unless a transaction is open: the fatal or abortable error, else
         InvalidTxnStateError."""
+        if self._state is S.IN_TRANSACTION:  # every send() asks: no lock on the way in
+            return
         with self._lock:
             if self._state is S.IN_TRANSACTION:
                 return
@@ -184,10 +200,14 @@ class TxnStateMachine:
     def add_partition(self, tp: TopicPartition) -> None:
         """``send()`` to ``tp``: allowed in a transaction only; a partition the
         transaction does not have yet is queued for AddPartitionsToTxn."""
+        if (self._state is S.IN_TRANSACTION and tp in self._added
+                and tp not in self._speculative):
+            return  # the usual case, once per record: nothing to change, no lock
         with self._lock:
             if self._state is S.IN_TRANSACTION:
                 if tp not in self._added and tp not in self._pending:
                     self._new.add(tp)
+                self._speculative.discard(tp)
                 return
             error = self._not_in_transaction(f"send to {tp[0]}-{tp[1]}")
         raise error
@@ -221,6 +241,24 @@ class TxnStateMachine:
             self._pending -= tps
             if self._state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
                 self._new |= tps
+
+    def speculative(self, tps: set[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``tps`` only added ahead (the last transaction had them) and not
+        sent to yet."""
+        with self._lock:
+            return tps & self._speculative
+
+    def drop_speculative(self, tps: set[TopicPartition]) -> set[TopicPartition]:
+        """An add of ``tps`` failed: forget the ones only added ahead (a deleted topic
+        must not fail a transaction that no longer writes to it) and ask again for
+        the others. Returns those forgotten."""
+        with self._lock:
+            dropped = tps & self._speculative
+            self._speculative -= dropped
+            self._pending -= tps
+            if self._state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
+                self._new |= tps - dropped
+            return dropped
 
     @property
     def adding(self) -> bool:

@@ -43,6 +43,14 @@ def write(stub: gateway_pb2_grpc.GatewayStub, pid: int, epoch: int, seq: int, la
         assert answer.error_code == 0, (topic, partition, answer.error_message)
 
 
+def end(gw: Gateway, pid: int, epoch: int, commit: bool) -> int:
+    """EndTxn; returns the epoch it moved the id to (the next transaction's)."""
+    answer = gw.end(TID, pid, epoch, commit)
+    assert code(answer) == ErrorCode.NONE, answer
+    assert (answer.producer_id, answer.producer_epoch) == (pid, epoch + 1), answer
+    return int(answer.producer_epoch)
+
+
 def ended(gw: Gateway, state: str) -> Callable[[], bool]:
     return lambda: gw.describe(TID).transaction_state == state
 
@@ -95,7 +103,7 @@ def test_transactions_commit_abort_verify_and_survive_a_coordinator_kill(
         for tp in PARTITIONS:  # open: nothing stable yet
             assert visible(stub, *tp, committed=True) == []
             assert fetch(stub, *tp, committed=True).last_stable_offset == 0
-        assert code(gw.end(TID, pid, epoch, True)) == ErrorCode.NONE
+        epoch = end(gw, pid, epoch, True)  # each transaction has an epoch of its own
         wait_until(ended(gw, "CompleteCommit"), 30, "the commit to complete")
         assert consume(cluster, "read_committed", PARTITIONS) == labels("c", PARTITIONS)
         for tp in PARTITIONS:
@@ -104,8 +112,8 @@ def test_transactions_commit_abort_verify_and_survive_a_coordinator_kill(
 
         # 2. Abort: read_committed never sees it, read_uncommitted does.
         add(gw, pid, epoch, PARTITIONS)
-        write(stub, pid, epoch, 2, "a", PARTITIONS)
-        assert code(gw.end(TID, pid, epoch, False)) == ErrorCode.NONE
+        write(stub, pid, epoch, 0, "a", PARTITIONS)  # a new epoch starts at sequence 0
+        epoch = end(gw, pid, epoch, False)
         wait_until(ended(gw, "CompleteAbort"), 30, "the abort to complete")
         assert consume(cluster, "read_committed", PARTITIONS) == labels("c", PARTITIONS)
         assert consume(cluster, "read_uncommitted", PARTITIONS) == (
@@ -117,23 +125,23 @@ def test_transactions_commit_abort_verify_and_survive_a_coordinator_kill(
         # 3. KIP-890: a partition not added to the open transaction refuses the write.
         add(gw, pid, epoch, PARTITIONS[:2])
         before = log_end(stub, "e2e-payments")
-        refused = produce(stub, "e2e-payments", txn_batch(pid, 4, "stray", epoch=epoch),
+        refused = produce(stub, "e2e-payments", txn_batch(pid, 0, "stray", epoch=epoch),
                           transactional_id=TID)
         assert ErrorCode(refused.error_code) is ErrorCode.INVALID_TXN_STATE, refused
         assert "not part of the producer's open transaction" in refused.error_message
         assert log_end(stub, "e2e-payments") == before
-        assert code(gw.end(TID, pid, epoch, False)) == ErrorCode.NONE
+        epoch = end(gw, pid, epoch, False)
         wait_until(ended(gw, "CompleteAbort"), 30, "the abort to complete")
 
         # 4. The coordinator SIGKILLed in PrepareCommit: the new owner writes the markers.
         everything = [*PARTITIONS, SOLO]
         add(gw, pid, epoch, everything)
-        write(stub, pid, epoch, 4, "k", PARTITIONS)
+        write(stub, pid, epoch, 0, "k", PARTITIONS)
         write(stub, pid, epoch, 0, "k", [SOLO])
         solo_leader = placement(cluster, SOLO[0])[0][0]
         assert solo_leader is not None
         cluster.storage[solo_leader - 1].kill()
-        assert code(gw.end(TID, pid, epoch, True)) == ErrorCode.NONE
+        end(gw, pid, epoch, True)
         assert gw.describe(TID).transaction_state == "PrepareCommit"
         cluster.txn_coordinators[0].kill()
         cluster.txn_coordinators[0] = cluster.txn_coordinator(1).start()

@@ -109,6 +109,8 @@ def test_end_txn_abort_completes_and_survives_a_coordinator_kill(cluster: SdkClu
     assert code(gateway.add("to-abort", pid, epoch, [0, 2])) == ErrorCode.NONE
     ended = gateway.end("to-abort", pid, epoch, False)
     assert code(ended) == ErrorCode.NONE, ended
+    # The end moves the id to its next epoch: the answer names it.
+    assert (ended.producer_id, ended.producer_epoch) == (pid, epoch + 1)
     wait_until(lambda: gateway.describe("to-abort").transaction_state == "CompleteAbort", 30,
                "the ABORT markers to be written and the abort completed")
     assert code(gateway.end("to-abort", pid, epoch, True)) == ErrorCode.INVALID_TXN_STATE
@@ -122,12 +124,12 @@ def test_end_txn_abort_completes_and_survives_a_coordinator_kill(cluster: SdkClu
     aborted = gateway.describe("to-abort")
     assert code(aborted) == ErrorCode.NONE, aborted
     assert aborted.transaction_state == "CompleteAbort"
-    assert (aborted.producer_id, aborted.producer_epoch) == (pid, epoch)
+    assert (aborted.producer_id, aborted.producer_epoch) == (pid, epoch + 1)
     still = gateway.describe("stays-open")
     assert still.transaction_state == "Ongoing"
     assert [(t.topic, list(t.partitions)) for t in still.topics] == [(TOPIC, [1])]
     # Nothing left to finish: a new instance of the id gets the next epoch at once.
-    assert gateway.init_ok("to-abort") == (pid, epoch + 1)
+    assert gateway.init_ok("to-abort") == (pid, epoch + 2)
 
 
 def test_a_timed_out_transaction_is_aborted_with_an_epoch_bump(gateway: Gateway) -> None:

@@ -89,10 +89,13 @@ def open_txn(gw: Offsets, pid: int, epoch: int, offset: int) -> None:
     assert [ErrorCode(p.error_code) for p in stored.partitions] == [ErrorCode.NONE]
 
 
-def end(gw: Offsets, pid: int, epoch: int, commit: bool) -> None:
-    assert code(gw.end(TID, pid, epoch, commit)) == ErrorCode.NONE
+def end(gw: Offsets, pid: int, epoch: int, commit: bool) -> int:
+    """EndTxn, waited for until complete; returns the epoch it moved the id to."""
+    answer = gw.end(TID, pid, epoch, commit)
+    assert code(answer) == ErrorCode.NONE, answer
     state = "CompleteCommit" if commit else "CompleteAbort"
     wait_until(lambda: gw.ended(state), 30, f"the transaction to reach {state}")
+    return int(answer.producer_epoch)
 
 
 def test_commit_abort_unstable_and_refusals(gw: Offsets) -> None:
@@ -106,22 +109,25 @@ def test_commit_abort_unstable_and_refusals(gw: Offsets) -> None:
     assert code(gw.add(TID, pid, epoch, [1], TOPIC)) == ErrorCode.NONE  # Ongoing now
     assert code(gw.txn_commit(pid, epoch, 7)) == ErrorCode.INVALID_TXN_STATE
     assert gw.fetched(stable=True) == (ErrorCode.NONE, 5)
-    end(gw, pid, epoch, commit=False)
+    epoch = end(gw, pid, epoch, commit=False)
 
     # Pending: a stable fetch waits, a plain one sees the old offset; COMMIT shows it.
     open_txn(gw, pid, epoch, 10)
     assert gw.fetched(stable=True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
     assert gw.fetched(stable=False) == (ErrorCode.NONE, 5)
-    end(gw, pid, epoch, commit=True)
+    epoch = end(gw, pid, epoch, commit=True)
     assert gw.fetched(stable=True) == (ErrorCode.NONE, 10)
 
     # ABORT: the offset never shows; a late TxnOffsetCommit of the aborted
-    # transaction is refused and does not land in anything.
+    # transaction (its epoch is past) is refused and does not land in anything, nor
+    # does one under the next epoch before that transaction adds the offsets.
     open_txn(gw, pid, epoch, 20)
-    end(gw, pid, epoch, commit=False)
+    aborted, epoch = epoch, end(gw, pid, epoch, commit=False)
     assert gw.fetched(stable=True) == (ErrorCode.NONE, 10)
-    late = gw.txn_commit(pid, epoch, 20)
-    assert code(late) == ErrorCode.INVALID_TXN_STATE, late
+    late = gw.txn_commit(pid, aborted, 20)
+    assert code(late) in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH), late
+    early = gw.txn_commit(pid, epoch, 20)
+    assert code(early) == ErrorCode.INVALID_TXN_STATE, early
     assert gw.fetched(stable=True) == (ErrorCode.NONE, 10)
     assert gw.fetched(stable=False) == (ErrorCode.NONE, 10)
 

@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from services.storage.disk import DiskExecutor
 from services.storage.produce import Appender, AppendResult, PartitionAppend
 from strand.errors import CoordinatorNotAvailableError, ErrorCode, InvalidTxnStateError
@@ -22,16 +24,22 @@ PID, EPOCH = 77, 2
 TXN_ID = "orders-pipeline"
 
 
-def txn_batch(seq: int) -> bytes:
-    builder = BatchBuilder(producer_id=PID, producer_epoch=EPOCH, base_sequence=seq,
+def txn_batch(seq: int, epoch: int = EPOCH) -> bytes:
+    builder = BatchBuilder(producer_id=PID, producer_epoch=epoch, base_sequence=seq,
                            transactional=True)
     builder.append(b"v%d" % seq, timestamp=1_700_000_000_000)
     return builder.build()
 
 
-def abort_marker() -> bytes:
-    return build_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=EPOCH,
+def abort_marker(epoch: int = EPOCH, control: ControlType = ControlType.ABORT) -> bytes:
+    return build_end_txn_marker(control, producer_id=PID, producer_epoch=epoch,
                                 coordinator_epoch=0, timestamp=1_700_000_000_000)
+
+
+async def write_marker(appender: Appender, records: bytes) -> AppendResult:
+    (result,) = await appender.append(1, [PartitionAppend(TOPIC, 0, records,
+                                                          AppendOrigin.COORDINATOR)])
+    return result
 
 
 class Coordinator:
@@ -236,3 +244,77 @@ def test_without_transactional_id_or_coordinator_the_write_is_refused(tmp_path: 
         assert leading.log.log_end_offset == 0
 
     run(tmp_path, Unreachable(), body)
+
+
+def test_the_next_epoch_waits_for_the_previous_transactions_marker(tmp_path: Path) -> None:
+    """An epoch per transaction: the next transaction's batch (epoch + 1) reaches the
+    partition before the previous transaction's COMMIT marker. It is held until the
+    marker is appended, so it does not join (and commit with) that transaction."""
+    coordinator = Coordinator()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        assert (await produce(appender, txn_batch(0))).error_code == 0
+        following = asyncio.ensure_future(produce(appender, txn_batch(0, EPOCH + 1)))
+        await asyncio.sleep(0.05)
+        assert not following.done() and leading.log.log_end_offset == 1
+        marker = await write_marker(appender, abort_marker(control=ControlType.COMMIT))
+        assert marker.error_code == 0 and marker.base_offset == 1
+        result = await following
+        assert result.error_code == 0 and result.base_offset == 2, result
+        state = leading.log.producer_state()[PID]
+        assert (state.producer_epoch, state.current_txn_first_offset) == (EPOCH + 1, 2)
+        # both epochs were verified, the second while its batch was held
+        assert [c[2] for c in coordinator.calls] == [EPOCH, EPOCH + 1]
+
+    run(tmp_path, coordinator, body)
+
+
+def test_a_held_batch_gives_up_with_a_retriable_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("services.storage.produce.MARKER_HOLD_S", 0.05)
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        assert (await produce(appender, txn_batch(0))).error_code == 0
+        held = await produce(appender, txn_batch(0, EPOCH + 1))
+        assert held.error_code == ErrorCode.CONCURRENT_TRANSACTIONS, held
+        assert "waiting for its marker" in held.error_message
+        assert leading.log.log_end_offset == 1  # nothing written
+
+    run(tmp_path, Coordinator(), body)
+
+
+def test_a_marker_older_than_the_producers_epoch_changes_nothing(tmp_path: Path) -> None:
+    """The previous transaction had the partition but wrote nothing to it: the next
+    epoch's batch opens its transaction at once, and the older marker, arriving
+    after, must not end that transaction: it is answered and not written."""
+    async def body(leading: Leadership, appender: Appender) -> None:
+        assert (await produce(appender, txn_batch(0, EPOCH + 1))).error_code == 0
+        stale = await write_marker(appender, abort_marker(EPOCH, ControlType.COMMIT))
+        assert stale.error_code == 0 and stale.base_offset == -1, stale
+        assert leading.log.log_end_offset == 1
+        state = leading.log.producer_state()[PID]
+        assert (state.producer_epoch, state.current_txn_first_offset) == (EPOCH + 1, 0)
+        # a repeated marker of the current epoch is still written (and ends it)
+        current = await write_marker(appender, abort_marker(EPOCH + 1))
+        assert current.error_code == 0 and current.base_offset == 1
+
+    run(tmp_path, Coordinator(), body)
+
+
+def test_an_older_marker_leaves_the_next_epochs_verification(tmp_path: Path) -> None:
+    """A marker of the previous epoch, appended while the next epoch's first batch is
+    being verified, does not void that verification (one of the same or a newer
+    epoch does: test_a_marker_between_verification_and_append_refuses_the_late_write)."""
+    coordinator = Slow()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        coordinator.asked = [asyncio.Event()]
+        following = asyncio.ensure_future(produce(appender, txn_batch(0, EPOCH + 1)))
+        await coordinator.asked[0].wait()
+        marker = await write_marker(appender, abort_marker(EPOCH, ControlType.COMMIT))
+        assert marker.error_code == 0
+        coordinator.release[0].set()
+        result = await following
+        assert result.error_code == 0, result.error_message
+
+    run(tmp_path, coordinator, body)

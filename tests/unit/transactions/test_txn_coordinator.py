@@ -161,7 +161,8 @@ def test_a_new_owner_finishes_what_it_finds_in_prepare() -> None:
         await settle(new, TxnState.COMPLETE_ABORT)
         assert markers.written == [(100, 0, 9, False, tuple(sorted(PARTS)))]
         assert states(log)[-1] is TxnState.COMPLETE_ABORT
-        assert await new.init_producer_id(TID, 60_000, None) == ProducerIdAndEpoch(100, 1)
+        # The abort moved the id to epoch 1; the new instance gets the one after.
+        assert await new.init_producer_id(TID, 60_000, None) == ProducerIdAndEpoch(100, 2)
         await new.stop()
 
     asyncio.run(scenario())
@@ -305,10 +306,12 @@ class HoldLog(MemoryLog):
         await super().append(records, hold_s=hold_s)
 
 
-def test_a_completion_a_request_waits_for_is_held_for_its_record() -> None:
-    """The next transaction's AddPartitionsToTxn waits for the markers; the Complete
-    record is then held for its Ongoing record (one shard write for both), and only
-    then: a completion nobody waits for goes out at once."""
+def test_the_next_transaction_begins_while_the_markers_are_written() -> None:
+    """An epoch per transaction: EndTxn answers the next epoch, whose AddPartitionsToTxn
+    goes in at once while the markers are written (they carry the ended epoch). The
+    next EndTxn waits for them; the record dropping the Completion is then held for
+    its PrepareCommit (one shard write for both); a completion nobody waits for goes
+    out at once."""
     async def scenario() -> None:
         log, markers, clock = HoldLog(), GatedMarkers(), Clock()
         c = coordinator(log, markers, clock)
@@ -316,17 +319,22 @@ def test_a_completion_a_request_waits_for_is_held_for_its_record() -> None:
         c.start()
         await c.init_producer_id(TID, 60_000, None)
         await c.add_partitions(TID, 100, 0, PARTS[:1])
-        await c.end_txn(TID, 100, 0, commit=True)
-        adding = asyncio.ensure_future(c.add_partitions(TID, 100, 0, PARTS[1:2]))
+        assert await c.end_txn(TID, 100, 0, commit=True) == ProducerIdAndEpoch(100, 1)
+        await asyncio.wait_for(c.add_partitions(TID, 100, 1, PARTS[1:2]), 1)
+        metadata = c.store.get(TID)
+        assert metadata is not None and metadata.state is TxnState.ONGOING
+        assert metadata.completing is not None and markers.written == []
+        ending = asyncio.ensure_future(c.end_txn(TID, 100, 1, commit=True))
         await asyncio.sleep(0.02)
-        assert not adding.done()  # waiting for the markers
+        assert not ending.done()  # waiting for the previous transaction's markers
         markers.release.set()
-        await adding
-        await c.end_txn(TID, 100, 0, commit=True)
+        assert await ending == ProducerIdAndEpoch(100, 2)
         await settle(c, TxnState.COMPLETE_COMMIT)
+        assert [m[:2] + m[3:] for m in markers.written] == [
+            (100, 0, True, tuple(PARTS[:1])), (100, 1, True, tuple(PARTS[1:2]))]
         assert log.holds[-5:] == [
-            (TxnState.PREPARE_COMMIT, 0.0), (TxnState.COMPLETE_COMMIT, COMPLETION_HOLD_S),
-            (TxnState.ONGOING, 0.0), (TxnState.PREPARE_COMMIT, 0.0),
+            (TxnState.PREPARE_COMMIT, 0.0), (TxnState.ONGOING, 0.0),
+            (TxnState.ONGOING, COMPLETION_HOLD_S), (TxnState.PREPARE_COMMIT, 0.0),
             (TxnState.COMPLETE_COMMIT, 0.0)]
         await c.stop()
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.transactions.txn_metadata import MAX_EPOCH, TxnTransit
+from services.transactions.txn_metadata import MAX_EPOCH, Completion, TxnTransit
 from services.transactions.txn_records import (
     decode_key,
     decode_value,
@@ -29,8 +29,12 @@ partitions = st.frozensets(st.tuples(st.text(min_size=1, max_size=20),
 @st.composite
 def transits(draw: st.DrawFn) -> TxnTransit:
     state = draw(st.sampled_from(WRITTEN))
-    parts = draw(partitions) if state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT,
-                                          TxnState.PREPARE_ABORT) else frozenset()
+    open_ = state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+    parts = draw(partitions) if open_ else frozenset()
+    # An open or ending transaction may carry the previous one whose markers are due.
+    completing = draw(st.none() | st.builds(
+        Completion, st.integers(0, 2**63 - 1), st.integers(0, MAX_EPOCH), st.booleans(),
+        partitions)) if open_ else None
     return TxnTransit(
         producer_id=draw(st.integers(0, 2**63 - 1)),
         last_producer_id=draw(st.integers(-1, 2**63 - 1)),
@@ -38,7 +42,22 @@ def transits(draw: st.DrawFn) -> TxnTransit:
         last_producer_epoch=draw(st.integers(-1, MAX_EPOCH)),
         timeout_ms=draw(st.integers(1, 2**31 - 1)),
         state=state, partitions=parts,
-        start_ms=draw(st.integers(-1, 2**62)), last_update_ms=draw(st.integers(0, 2**62)))
+        start_ms=draw(st.integers(-1, 2**62)), last_update_ms=draw(st.integers(0, 2**62)),
+        completing=completing)
+
+
+def test_a_completion_is_written_as_version_2_and_only_then() -> None:
+    base = TxnTransit(5, 5, 3, 2, 60_000, TxnState.ONGOING, frozenset({("orders", 1)}), 10, 20)
+    assert encode_value(base)[:2] == b"\x00\x01"
+    ended = Completion(5, 2, True, frozenset({("orders", 0), ("audit", 4)}))
+    with_completion = TxnTransit(5, 5, 3, 2, 60_000, TxnState.ONGOING,
+                                 frozenset({("orders", 1)}), 10, 20, ended)
+    raw = encode_value(with_completion)
+    assert raw[:2] == b"\x00\x02" and decode_value(raw) == with_completion
+    # a Completion in a state that has no transaction is damage
+    empty = TxnTransit(5, 5, 3, 2, 60_000, TxnState.EMPTY, frozenset(), -1, 20, ended)
+    with pytest.raises(CorruptRecordError, match="completing"):
+        decode_value(encode_value(empty))
 
 
 @given(ids)

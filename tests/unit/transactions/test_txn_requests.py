@@ -50,9 +50,15 @@ KAFKA_TABLE = {
 }
 
 
-def test_the_table_is_kafkas() -> None:
+# Where Strand differs: a client's Prepare* leads to the next transaction's Ongoing
+# while its markers are written (an epoch per transaction).
+STRAND_TABLE = {**KAFKA_TABLE,
+                "Ongoing": KAFKA_TABLE["Ongoing"] | {"PrepareCommit", "PrepareAbort"}}
+
+
+def test_the_table_is_kafkas_with_the_overlap() -> None:
     assert {t.kafka_name: {s.kafka_name for s in previous}
-            for t, previous in VALID_PREVIOUS.items()} == KAFKA_TABLE
+            for t, previous in VALID_PREVIOUS.items()} == STRAND_TABLE
     assert [TxnState.from_name(n) for n in ("Empty", "PrepareEpochFence", "Bogus")] == [
         S.EMPTY, S.PREPARE_EPOCH_FENCE, None]
     assert [int(s) for s in S] == list(range(8))  # Kafka's state ids
@@ -75,6 +81,9 @@ def test_a_transaction_commits_and_the_next_begins() -> None:
     assert add_partitions(metadata, "app", metadata.producer_id, 0, [("orders", 0)], 1) is None
     prepare = end_txn(metadata, "app", metadata.producer_id, 0, True, shard.now_ms)
     assert prepare is not None and prepare.state is S.PREPARE_COMMIT
+    # the end moves the id to the next epoch; the markers carry the ended one's
+    assert (prepare.producer_epoch, prepare.last_producer_epoch) == (1, 0)
+    assert prepare.completing is not None and prepare.completing.producer_epoch == 0
     shard.write(metadata, prepare)
     shard.finish("app")
     assert shard.metadata("app").state is S.COMPLETE_COMMIT and not metadata.partitions
@@ -82,7 +91,11 @@ def test_a_transaction_commits_and_the_next_begins() -> None:
     assert end_txn(metadata, "app", metadata.producer_id, 0, True, shard.now_ms) is None
     unchanged(metadata, InvalidTxnStateError,
               lambda: end_txn(metadata, "app", metadata.producer_id, 0, False, shard.now_ms))
-    again = add_partitions(metadata, "app", metadata.producer_id, 0, [("orders", 1)], 5_000)
+    # the next transaction writes under the next epoch; the old one is fenced
+    unchanged(metadata, ProducerFencedError,
+              lambda: add_partitions(metadata, "app", metadata.producer_id, 0,
+                                     [("orders", 1)], 5_000))
+    again = add_partitions(metadata, "app", metadata.producer_id, 1, [("orders", 1)], 5_000)
     assert again is not None and again.start_ms == 5_000 and again.state is S.ONGOING
 
 
@@ -214,13 +227,32 @@ def test_changes_while_completing_are_concurrent_transactions() -> None:
     unchanged(metadata, ConcurrentTransactionsError,
               lambda: end_txn(metadata, "app", metadata.producer_id, 0, True, 1))
     shard.write(metadata, prepare)
-    # written: a retried commit waits, an abort contradicts it, adding waits
+    # written: a retried commit is answered (the outcome is decided), an abort
+    # contradicts it, the ended epoch is fenced; InitProducerId waits for the markers
+    pid = metadata.producer_id
+    assert end_txn(metadata, "app", pid, 0, True, 1) is None
+    unchanged(metadata, InvalidTxnStateError, lambda: end_txn(metadata, "app", pid, 0, False, 1))
+    unchanged(metadata, ProducerFencedError,
+              lambda: add_partitions(metadata, "app", pid, 0, [("t", 0)], 1))
     unchanged(metadata, ConcurrentTransactionsError,
-              lambda: end_txn(metadata, "app", metadata.producer_id, 0, True, 1))
-    unchanged(metadata, InvalidTxnStateError,
-              lambda: end_txn(metadata, "app", metadata.producer_id, 0, False, 1))
+              lambda: init_producer_id(metadata, 60_000, None, 1, lambda: 0))
+    # the next transaction begins at once, under the next epoch, keeping the markers due
+    due = metadata.completion_due()
+    following = add_partitions(metadata, "app", pid, 1, [("t", 0)], 2)
+    assert following is not None
+    shard.write(metadata, following)
+    assert metadata.state is S.ONGOING and metadata.completion_due() == due
+    assert verify_partitions(metadata, "app", pid, 1, [("t", 0)]) == {("t", 0): ErrorCode.NONE}
+    # but it cannot end, be fenced or time out before those markers are written
     unchanged(metadata, ConcurrentTransactionsError,
-              lambda: add_partitions(metadata, "app", metadata.producer_id, 0, [("t", 0)], 1))
+              lambda: end_txn(metadata, "app", pid, 1, True, 3))
+    unchanged(metadata, ConcurrentTransactionsError,
+              lambda: init_producer_id(metadata, 60_000, None, 3, lambda: 0))
+    assert abort_timed_out(metadata, pid) is None
+    shard.finish("app")
+    assert metadata.state is S.ONGOING and metadata.completing is None
+    assert metadata.partitions == {("t", 0)} and metadata.producer_epoch == 1
+    assert shard.reloaded().get("app") == metadata
 
 
 def test_bad_partitions_are_refused() -> None:

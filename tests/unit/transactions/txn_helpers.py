@@ -76,12 +76,13 @@ class Shard:
         return metadata
 
     def finish(self, transactional_id: str) -> None:
-        """The markers of a Prepare* transaction are written: complete it."""
+        """The markers of the transaction due (Prepare*, or the previous one of an
+        Ongoing) are written: complete it."""
         metadata = self.store.get(transactional_id)
-        assert metadata is not None and metadata.state.completing
-        transit = complete_txn(metadata, metadata.producer_id, metadata.producer_epoch,
-                               metadata.state is TxnState.PREPARE_COMMIT, self.now_ms)
-        self.write(metadata, transit)
+        assert metadata is not None
+        ended = metadata.completion_due()
+        assert ended is not None
+        self.write(metadata, complete_txn(metadata, ended, self.now_ms))
 
     def reloaded(self) -> TransactionStore:
         """A new owner's store, loaded from the log written so far."""
