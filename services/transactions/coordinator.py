@@ -267,6 +267,14 @@ class TxnShardCoordinator:
                 log.error("cannot complete a transaction", extra={
                     "transactional_id": metadata.transactional_id, "error": str(exc)})
                 return
+            if transit.state is TxnState.ONGOING:
+                # The next transaction is open: its next record (its end, at the latest)
+                # carries the id's whole state without the Completion, so this one is
+                # not written. A new owner loading the Completion before then writes its
+                # markers again, which changes nothing (an older epoch's marker is
+                # answered and not written where the next transaction wrote).
+                metadata.complete_transition(transit)
+                return
             if await self._write_behind(metadata, transit):
                 return
             if await wait_event(self._stopping, self.marker_retry_s):

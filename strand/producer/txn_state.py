@@ -181,11 +181,13 @@ class TxnStateMachine:
     def require_transaction(self, operation: str) -> None:
         """Raise unless a transaction is open: the fatal or abortable error, else
         InvalidTxnStateError."""
-        if self._state is S.IN_TRANSACTION:  # every send() asks: no lock on the way in
-            return
+        if self._state is not S.IN_TRANSACTION:  # every send() asks: no lock on the way in
+            self._refuse_outside_transaction(operation)
+
+    def _refuse_outside_transaction(self, operation: str) -> None:
         with self._lock:
             if self._state is S.IN_TRANSACTION:
-                return
+                return  # begun meanwhile
             error = self._not_in_transaction(operation)
         raise error
 

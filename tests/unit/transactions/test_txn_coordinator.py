@@ -309,9 +309,9 @@ class HoldLog(MemoryLog):
 def test_the_next_transaction_begins_while_the_markers_are_written() -> None:
     """An epoch per transaction: EndTxn answers the next epoch, whose AddPartitionsToTxn
     goes in at once while the markers are written (they carry the ended epoch). The
-    next EndTxn waits for them; the record dropping the Completion is then held for
-    its PrepareCommit (one shard write for both); a completion nobody waits for goes
-    out at once."""
+    next EndTxn waits for them. Dropping the Completion writes nothing (the next
+    record carries the whole state); a Complete* record goes out at once when nobody
+    waits for it."""
     async def scenario() -> None:
         log, markers, clock = HoldLog(), GatedMarkers(), Clock()
         c = coordinator(log, markers, clock)
@@ -332,10 +332,39 @@ def test_the_next_transaction_begins_while_the_markers_are_written() -> None:
         await settle(c, TxnState.COMPLETE_COMMIT)
         assert [m[:2] + m[3:] for m in markers.written] == [
             (100, 0, True, tuple(PARTS[:1])), (100, 1, True, tuple(PARTS[1:2]))]
-        assert log.holds[-5:] == [
+        assert log.holds[-4:] == [
             (TxnState.PREPARE_COMMIT, 0.0), (TxnState.ONGOING, 0.0),
-            (TxnState.ONGOING, COMPLETION_HOLD_S), (TxnState.PREPARE_COMMIT, 0.0),
-            (TxnState.COMPLETE_COMMIT, 0.0)]
+            (TxnState.PREPARE_COMMIT, 0.0), (TxnState.COMPLETE_COMMIT, 0.0)]
+        # Each PrepareCommit carries its own transaction, not the one before it.
+        written = [decode_value(value) for _, value in log.records]
+        assert [(t.producer_epoch, t.completing.producer_epoch) for t in written
+                if t is not None and t.state is TxnState.PREPARE_COMMIT
+                and t.completing is not None] == [(1, 0), (2, 1)]
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_completion_a_request_waits_for_is_held_for_its_record() -> None:
+    """AddOffsetsToTxn waits for the previous transaction's markers (the group keeps one
+    pending offset per producer and partition); the Complete record is then held for
+    its Ongoing record, so both go out in one shard write."""
+    async def scenario() -> None:
+        log, markers, clock = HoldLog(), GatedMarkers(), Clock()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        await c.add_partitions(TID, 100, 0, PARTS[:1])
+        assert await c.end_txn(TID, 100, 0, commit=True) == ProducerIdAndEpoch(100, 1)
+        adding = asyncio.ensure_future(c.add_offsets(TID, 100, 1, "group-a"))
+        await asyncio.sleep(0.02)
+        assert not adding.done()  # waiting for the markers
+        markers.release.set()
+        await adding
+        assert log.holds[-3:] == [(TxnState.PREPARE_COMMIT, 0.0),
+                                  (TxnState.COMPLETE_COMMIT, COMPLETION_HOLD_S),
+                                  (TxnState.ONGOING, 0.0)]
         await c.stop()
 
     asyncio.run(scenario())

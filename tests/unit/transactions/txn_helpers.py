@@ -39,6 +39,13 @@ class Shard:
         metadata.complete_transition(transit)
         self.transitions.append((before, metadata.state))
 
+    def apply(self, metadata: TransactionMetadata, transit: TxnTransit) -> None:
+        """Complete ``transit`` without a record (the coordinator drops a finished
+        Completion that way: the next record carries the whole state)."""
+        before = metadata.state
+        metadata.complete_transition(transit)
+        self.transitions.append((before, metadata.state))
+
     def metadata(self, transactional_id: str, timeout_ms: int = 60_000) -> TransactionMetadata:
         found = self.store.get(transactional_id)
         if found is not None:
@@ -82,7 +89,11 @@ class Shard:
         assert metadata is not None
         ended = metadata.completion_due()
         assert ended is not None
-        self.write(metadata, complete_txn(metadata, ended, self.now_ms))
+        transit = complete_txn(metadata, ended, self.now_ms)
+        if transit.state is TxnState.ONGOING:
+            self.apply(metadata, transit)  # as the coordinator: not written
+        else:
+            self.write(metadata, transit)
 
     def reloaded(self) -> TransactionStore:
         """A new owner's store, loaded from the log written so far."""
