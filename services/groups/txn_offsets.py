@@ -19,10 +19,13 @@ only writer of its shard: the transaction coordinator asks it to complete
 (CompleteTxnOffsets) instead, and the outcome is stored as plain records.
 
 Fencing: a TxnOffsetCommit under an older epoch than pending offsets of the same
-producer is PRODUCER_FENCED; a completion older than the producer's pending offsets
-(a stale repeat from an earlier transaction) leaves them alone; a completion from a
-transaction coordinator epoch older than one already seen for the producer in this
-shard is TRANSACTION_COORDINATOR_FENCED. The coordinator epochs seen are kept in
+producer is PRODUCER_FENCED; under a newer one it is CONCURRENT_TRANSACTIONS (retried
+by the producer): every transaction has an epoch of its own, so those offsets are the
+previous transaction's, still to be completed, and must not be replaced; a
+completion older than the producer's pending offsets (a stale repeat from an earlier
+transaction) leaves them alone; a completion from a transaction coordinator epoch
+older than one already seen for the producer in this shard is
+TRANSACTION_COORDINATOR_FENCED. The coordinator epochs seen are kept in
 memory only (a new owner of the shard starts without them): the transaction
 coordinator's own shard ownership is what normally keeps a deposed owner quiet;
 this only catches its late retries while this owner lives.
@@ -41,7 +44,11 @@ from services.groups.records import (
     encode_value,
 )
 from strand.coordination.shard_log import Record
-from strand.errors import ProducerFencedError, TransactionCoordinatorFencedError
+from strand.errors import (
+    ConcurrentTransactionsError,
+    ProducerFencedError,
+    TransactionCoordinatorFencedError,
+)
 
 __all__ = ["PendingOffsets"]
 
@@ -80,6 +87,13 @@ class PendingOffsets:
                 f"producer {producer_id} of group {group!r} has transactional offsets "
                 f"pending under epoch {newest}; epoch {producer_epoch} is fenced (a newer "
                 "instance of the transactional producer exists): close this one")
+        oldest = min((v.producer_epoch for v in held.values()), default=producer_epoch)
+        if oldest < producer_epoch:
+            # Each transaction has its own epoch: these belong to an ended transaction
+            # whose completion has not come yet, and replacing them would lose them.
+            raise ConcurrentTransactionsError(
+                f"producer {producer_id} of group {group!r} still has offsets of its "
+                f"previous transaction pending (epoch {oldest}); retry once it completes")
         return [Record(encode_key(TxnOffsetKey(group, producer_id, topic, partition)),
                        encode_value(TxnOffsetValue(producer_epoch, value)))
                 for (topic, partition), value in sorted(offsets.items())]

@@ -350,16 +350,17 @@ class TxnShardCoordinator:
         return ProducerIdAndEpoch(metadata.producer_id, metadata.producer_epoch)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                             partitions: Iterable[TopicPartition]) -> None:
+                             partitions: Iterable[TopicPartition],
+                             offsets: bool = False) -> None:
         metadata = self.store.get(transactional_id)
-        if metadata is None or metadata.completing is None or (
+        if offsets or metadata is None or metadata.completing is None or (
                 metadata.producer_id, metadata.producer_epoch) != (producer_id, epoch):
             # The next epoch's first partitions go in at once, while the markers of the
             # previous transaction are written; anything else waits for them first.
             await self._previous_completed(transactional_id)
             metadata = self.store.get(transactional_id)
         transit = add_partitions(metadata, transactional_id, producer_id, epoch, partitions,
-                                 self.clock())
+                                 self.clock(), offsets)
         if transit is not None:
             assert metadata is not None
             await self._write(metadata, transit)
@@ -379,12 +380,10 @@ class TxnShardCoordinator:
         if shards is None:
             raise CoordinatorNotAvailableError(
                 f"{GROUP_TOPIC} does not exist yet (no group coordinator has run); retry")
-        # The offsets wait for the previous transaction's completion: the group
-        # coordinator keeps one pending offset per (group, producer, partition), so
-        # this transaction's must not replace the previous one's before it completes.
-        await self._previous_completed(transactional_id)
+        # The offsets wait for the previous transaction's completion (txn_requests'
+        # add_partitions says why): CONCURRENT_TRANSACTIONS past the wait.
         await self.add_partitions(transactional_id, producer_id, epoch,
-                                  [offsets_partition(group_id, shards)])
+                                  [offsets_partition(group_id, shards)], offsets=True)
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
                       commit: bool) -> ProducerIdAndEpoch:

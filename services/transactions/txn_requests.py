@@ -173,8 +173,13 @@ def _concurrent(metadata: TransactionMetadata) -> ConcurrentTransactionsError:
 
 def add_partitions(metadata: TransactionMetadata | None, transactional_id: str,
                    producer_id: int, epoch: int, partitions: Iterable[TopicPartition],
-                   now_ms: int) -> TxnTransit | None:
-    """AddPartitionsToTxn (and AddOffsetsToTxn with :func:`offsets_partition`)."""
+                   now_ms: int, offsets: bool = False) -> TxnTransit | None:
+    """AddPartitionsToTxn (and AddOffsetsToTxn, ``offsets``, with
+    :func:`offsets_partition`). A transaction's data partitions may be added while the
+    previous transaction's markers are written (each partition holds its batches until
+    its marker); its offsets may not: the group coordinator keeps one pending offset per
+    (group, producer, partition), which this transaction's TxnOffsetCommit would
+    replace before the previous transaction's completion commits it."""
     added = frozenset(partitions)
     if not added:
         raise InvalidRequestError(f"{transactional_id!r}: no partitions to add")
@@ -185,6 +190,8 @@ def add_partitions(metadata: TransactionMetadata | None, transactional_id: str,
     metadata = _check_producer(metadata, transactional_id, producer_id, epoch)
     if metadata.pending or (metadata.state.completing and metadata.completing is None):
         raise _concurrent(metadata)  # a fence's abort (or an older record's) completes first
+    if offsets and metadata.completing is not None:
+        raise _concurrent(metadata)
     if metadata.state is TxnState.ONGOING and added <= metadata.partitions:
         return None
     return metadata.prepare_add_partitions(added, now_ms)

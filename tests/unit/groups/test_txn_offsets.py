@@ -25,6 +25,7 @@ from services.groups.records import (
 )
 from strand.coordination.shard_log import Record
 from strand.errors import (
+    ConcurrentTransactionsError,
     InvalidRequestError,
     ProducerFencedError,
     TransactionCoordinatorFencedError,
@@ -164,6 +165,12 @@ def test_pending_offsets_follow_the_model_and_reload_the_same(ops: list[tuple]) 
             held = [e for (g, p, _), (e, _) in model.pending.items() if (g, p) == (group, pid)]
             if held and epoch < max(held):
                 with pytest.raises(ProducerFencedError):
+                    store.stage_txn(group, pid, epoch, {tp: OffsetValue(o)
+                                                        for tp, o in offsets.items()})
+                continue
+            if held and epoch > min(held):
+                # the previous transaction's offsets are not completed yet: never replaced
+                with pytest.raises(ConcurrentTransactionsError):
                     store.stage_txn(group, pid, epoch, {tp: OffsetValue(o)
                                                         for tp, o in offsets.items()})
                 continue

@@ -368,3 +368,30 @@ def test_a_completion_a_request_waits_for_is_held_for_its_record() -> None:
         await c.stop()
 
     asyncio.run(scenario())
+
+
+def test_offsets_never_join_while_the_previous_transaction_completes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its wait, AddOffsetsToTxn answers CONCURRENT_TRANSACTIONS and adds nothing
+    (the next transaction's TxnOffsetCommit would replace the offsets the previous one
+    still has pending), where data partitions go in at once."""
+    monkeypatch.setattr("services.transactions.coordinator.COMPLETION_WAIT_S", 0.05)
+
+    async def scenario() -> None:
+        log, markers, clock = HoldLog(), GatedMarkers(), Clock()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        await c.add_offsets(TID, 100, 0, "group-a")
+        await c.end_txn(TID, 100, 0, commit=True)
+        written = len(log.records)
+        with pytest.raises(ConcurrentTransactionsError, match=r"markers .* still being written"):
+            await c.add_offsets(TID, 100, 1, "group-a")
+        assert len(log.records) == written
+        await c.add_partitions(TID, 100, 1, PARTS[:1])
+        markers.release.set()
+        await c.add_offsets(TID, 100, 1, "group-a")
+        await c.stop()
+
+    asyncio.run(scenario())

@@ -243,6 +243,10 @@ def test_changes_while_completing_are_concurrent_transactions() -> None:
     shard.write(metadata, following)
     assert metadata.state is S.ONGOING and metadata.completion_due() == due
     assert verify_partitions(metadata, "app", pid, 1, [("t", 0)]) == {("t", 0): ErrorCode.NONE}
+    # its offsets wait: their TxnOffsetCommit would replace the ended one's pending offsets
+    unchanged(metadata, ConcurrentTransactionsError,
+              lambda: add_partitions(metadata, "app", pid, 1, [offsets_partition("g", 50)], 2,
+                                     offsets=True))
     # but it cannot end, be fenced or time out before those markers are written
     unchanged(metadata, ConcurrentTransactionsError,
               lambda: end_txn(metadata, "app", pid, 1, True, 3))
