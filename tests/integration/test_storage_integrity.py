@@ -28,11 +28,15 @@ def value(i: int) -> bytes:
     return f"{i:06d}".encode() * 30
 
 
-def log_bytes(data_dir: Path) -> bytes:
+def log_bytes(data_dir: Path) -> bytes | None:
     """The partition's batches as one byte string (segment boundaries may differ
-    between replicas; the batches may not)."""
+    between replicas; the batches may not); None if a segment went away while being
+    read (a repair or a retention swaps segments: the caller polls again)."""
     directory = data_dir / f"{TOPIC}-0"
-    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+    try:
+        return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+    except FileNotFoundError:
+        return None
 
 
 def flip_a_byte_in_a_sealed_segment(data_dir: Path) -> Path:
@@ -85,8 +89,12 @@ def restart_with_damage(cluster: Cluster, node: int) -> Path:
 def wait_repaired(cluster: Cluster, node: int) -> None:
     """The node's log equals a healthy replica's, and it is back in the ISR."""
     healthy = 2
-    wait_until(lambda: log_bytes(cluster.data_dir(node)) == log_bytes(cluster.data_dir(healthy))
-               and node in placement(cluster, TOPIC)[0][1], 60,
+    def repaired() -> bool:
+        mine = log_bytes(cluster.data_dir(node))
+        return (mine is not None and mine == log_bytes(cluster.data_dir(healthy))
+                and node in placement(cluster, TOPIC)[0][1])
+
+    wait_until(repaired, 60,
                f"node {node}'s log repaired and back in the ISR")
 
 
