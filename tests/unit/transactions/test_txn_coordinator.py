@@ -306,6 +306,20 @@ class HoldLog(MemoryLog):
         await super().append(records, hold_s=hold_s)
 
 
+async def one_commit_with_gated_markers() -> tuple[TxnShardCoordinator, HoldLog,
+                                                    GatedMarkers]:
+    """A coordinator whose id committed one transaction under epoch 0 (now at epoch 1),
+    its COMMIT markers held until ``markers.release`` is set."""
+    log, markers = HoldLog(), GatedMarkers()
+    c = coordinator(log, markers, Clock())
+    await c.load()
+    c.start()
+    await c.init_producer_id(TID, 60_000, None)
+    await c.add_partitions(TID, 100, 0, PARTS[:1])
+    assert await c.end_txn(TID, 100, 0, commit=True) == ProducerIdAndEpoch(100, 1)
+    return c, log, markers
+
+
 def test_the_next_transaction_begins_while_the_markers_are_written() -> None:
     """An epoch per transaction: EndTxn answers the next epoch, whose AddPartitionsToTxn
     goes in at once while the markers are written (they carry the ended epoch). The
@@ -313,13 +327,7 @@ def test_the_next_transaction_begins_while_the_markers_are_written() -> None:
     record carries the whole state); a Complete* record goes out at once when nobody
     waits for it."""
     async def scenario() -> None:
-        log, markers, clock = HoldLog(), GatedMarkers(), Clock()
-        c = coordinator(log, markers, clock)
-        await c.load()
-        c.start()
-        await c.init_producer_id(TID, 60_000, None)
-        await c.add_partitions(TID, 100, 0, PARTS[:1])
-        assert await c.end_txn(TID, 100, 0, commit=True) == ProducerIdAndEpoch(100, 1)
+        c, log, markers = await one_commit_with_gated_markers()
         await asyncio.wait_for(c.add_partitions(TID, 100, 1, PARTS[1:2]), 1)
         metadata = c.store.get(TID)
         assert metadata is not None and metadata.state is TxnState.ONGOING
@@ -350,13 +358,7 @@ def test_a_completion_a_request_waits_for_is_held_for_its_record() -> None:
     pending offset per producer and partition); the Complete record is then held for
     its Ongoing record, so both go out in one shard write."""
     async def scenario() -> None:
-        log, markers, clock = HoldLog(), GatedMarkers(), Clock()
-        c = coordinator(log, markers, clock)
-        await c.load()
-        c.start()
-        await c.init_producer_id(TID, 60_000, None)
-        await c.add_partitions(TID, 100, 0, PARTS[:1])
-        assert await c.end_txn(TID, 100, 0, commit=True) == ProducerIdAndEpoch(100, 1)
+        c, log, markers = await one_commit_with_gated_markers()
         adding = asyncio.ensure_future(c.add_offsets(TID, 100, 1, "group-a"))
         await asyncio.sleep(0.02)
         assert not adding.done()  # waiting for the markers
@@ -378,18 +380,12 @@ def test_offsets_never_join_while_the_previous_transaction_completes(
     monkeypatch.setattr("services.transactions.coordinator.COMPLETION_WAIT_S", 0.05)
 
     async def scenario() -> None:
-        log, markers, clock = HoldLog(), GatedMarkers(), Clock()
-        c = coordinator(log, markers, clock)
-        await c.load()
-        c.start()
-        await c.init_producer_id(TID, 60_000, None)
-        await c.add_offsets(TID, 100, 0, "group-a")
-        await c.end_txn(TID, 100, 0, commit=True)
+        c, log, markers = await one_commit_with_gated_markers()
         written = len(log.records)
         with pytest.raises(ConcurrentTransactionsError, match=r"markers .* still being written"):
             await c.add_offsets(TID, 100, 1, "group-a")
         assert len(log.records) == written
-        await c.add_partitions(TID, 100, 1, PARTS[:1])
+        await c.add_partitions(TID, 100, 1, PARTS[1:2])
         markers.release.set()
         await c.add_offsets(TID, 100, 1, "group-a")
         await c.stop()
