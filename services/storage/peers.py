@@ -1,5 +1,4 @@
-"""gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower, on
-long-lived streams: :mod:`services.storage.fetch_streams`)
+"""gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower)
 and the active controller (AlterPartition, ControlledShutdown). Its channels also
 carry the KIP-890 verification of transactional writes
 (:class:`strand.cluster.transaction_calls.CoordinatorTxnVerifier`).
@@ -15,13 +14,12 @@ import logging
 from collections.abc import Sequence
 
 from services.storage.fetch_params import FetchedPartition, FetchParams
-from services.storage.fetch_streams import FetchStreams
 from services.storage.isr import IsrAnswer, IsrProposal
 from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.errors import ErrorCode, LeaderNotAvailableError, NotControllerError, error_for
 from strand.v1 import controller_pb2 as pb_ctl
-from strand.v1 import controller_pb2_grpc, storage_pb2
+from strand.v1 import controller_pb2_grpc, storage_pb2, storage_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +33,8 @@ class PeerClients:
         self.node_id = node_id
         self.channels = AioChannels(f"storage-{node_id}")
         self.channel = self.channels.get
-        self.fetch_streams = FetchStreams(self.channel)
 
     async def close(self) -> None:
-        self.fetch_streams.close()
         await self.channels.close()
 
     # -- storage nodes ------------------------------------------------------------------------
@@ -59,8 +55,9 @@ class PeerClients:
                 current_leader_epoch=p.current_leader_epoch,
                 last_fetched_epoch=p.last_fetched_epoch,
                 partition_max_bytes=p.partition_max_bytes, log_start_offset=p.log_start_offset)
-        response = await self.fetch_streams.fetch(
-            broker.address, request, params.max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN_S)
+        stub = storage_pb2_grpc.StorageStub(self.channel(broker.address))
+        response = await stub.ReplicaFetch(
+            request, timeout=params.max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN_S)
         return [FetchedPartition(
             topic=r.topic, partition=r.partition, error_code=r.error_code,
             error_message=r.error_message, high_watermark=r.high_watermark,

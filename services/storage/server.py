@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -165,16 +165,6 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
 
     async def ReplicaFetch(self, request: storage_pb2.ReplicaFetchRequest,
                            context: grpc.aio.ServicerContext) -> storage_pb2.ReplicaFetchResponse:
-        return await self._replica_fetch(request)
-
-    async def ReplicaFetchStream(
-            self, requests: AsyncIterator[storage_pb2.ReplicaFetchRequest],
-            context: grpc.aio.ServicerContext) -> AsyncIterator[storage_pb2.ReplicaFetchResponse]:
-        async for request in requests:  # one at a time, answered in order
-            yield await self._replica_fetch(request)
-
-    async def _replica_fetch(self, request: storage_pb2.ReplicaFetchRequest
-                             ) -> storage_pb2.ReplicaFetchResponse:
         params = FetchParams.from_follower(
             request.replica_id, max_wait_ms=request.max_wait_ms,
             min_bytes=request.min_bytes, max_bytes=request.max_bytes,
