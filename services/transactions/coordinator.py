@@ -318,6 +318,21 @@ class TxnShardCoordinator:
 
     # -- the API ------------------------------------------------------------------------------
 
+    async def _spare_producer_id(self, transactional_id: str,
+                                 needed: bool) -> Callable[[], int]:
+        """Only an exhausted epoch needs a new producer id: fetched (when ``needed``)
+        before the synchronous decision, which calls the returned function for it
+        (CONCURRENT_TRANSACTIONS if the id changed meanwhile and none was fetched)."""
+        spare = await self.new_producer_id() if needed else None
+
+        def rotated() -> int:
+            if spare is None:
+                raise ConcurrentTransactionsError(
+                    f"transactional id {transactional_id!r} changed meanwhile; retry")
+            return spare
+
+        return rotated
+
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: ProducerIdAndEpoch | None) -> ProducerIdAndEpoch:
         validate_transactional_id(transactional_id)
@@ -328,16 +343,7 @@ class TxnShardCoordinator:
             producer_id = await self.new_producer_id()
             metadata = self.store.put_if_absent(TransactionMetadata(
                 transactional_id, producer_id, timeout_ms, self.clock()))
-        # Only an exhausted epoch needs a new producer id; fetch it before deciding
-        # (the decision is synchronous).
-        spare = await self.new_producer_id() if metadata.epoch_exhausted else None
-
-        def rotated() -> int:
-            if spare is None:
-                raise ConcurrentTransactionsError(
-                    f"transactional id {transactional_id!r} changed meanwhile; retry")
-            return spare
-
+        rotated = await self._spare_producer_id(transactional_id, metadata.epoch_exhausted)
         transit = init_producer_id(metadata, timeout_ms, expected, self.clock(), rotated,
                                    self.max_timeout_ms)
         if transit.state is TxnState.PREPARE_EPOCH_FENCE:
@@ -392,16 +398,9 @@ class TxnShardCoordinator:
         if metadata is not None and metadata.completing is not None:
             await self._previous_completed(transactional_id)  # one completion at a time
             metadata = self.store.get(transactional_id)
-        spare = None
-        if metadata is not None and epoch_exhausted(metadata.producer_epoch + 1):
-            spare = await self.new_producer_id()
-
-        def rotated() -> int:
-            if spare is None:
-                raise ConcurrentTransactionsError(
-                    f"transactional id {transactional_id!r} changed meanwhile; retry")
-            return spare
-
+        rotated = await self._spare_producer_id(
+            transactional_id,
+            metadata is not None and epoch_exhausted(metadata.producer_epoch + 1))
         transit = end_txn(metadata, transactional_id, producer_id, epoch, commit, self.clock(),
                           new_producer_id=rotated)
         assert metadata is not None

@@ -145,9 +145,12 @@ class TransactionMetadata:
         if self.completing is not None:
             return self.completing
         if self.state.completing:
-            return Completion(self.producer_id, self.producer_epoch,
-                              self.state is TxnState.PREPARE_COMMIT, self.partitions)
+            return self._ending(self.state is TxnState.PREPARE_COMMIT)
         return None
+
+    def _ending(self, commit: bool) -> Completion:
+        """The open transaction (its producer id, epoch and partitions) ending so."""
+        return Completion(self.producer_id, self.producer_epoch, commit, self.partitions)
 
     @property
     def pending(self) -> bool:
@@ -265,7 +268,7 @@ class TransactionMetadata:
             producer_id, epoch = new_producer_id, 0
         else:
             producer_id, epoch = self.producer_id, self.producer_epoch + 1
-        ended = Completion(self.producer_id, self.producer_epoch, commit, self.partitions)
+        ended = self._ending(commit)
         return self._prepare(target, producer_id, self.producer_id, epoch, self.producer_epoch,
                              self.timeout_ms, self.partitions, self.start_ms, now_ms, ended)
 
@@ -336,8 +339,7 @@ class TransactionMetadata:
             fenced = (self.pending_fence and transit.producer_id == self.producer_id
                       and transit.producer_epoch == self.producer_epoch + 1
                       and transit.completing is None)
-            ended = Completion(self.producer_id, self.producer_epoch,
-                               target is TxnState.PREPARE_COMMIT, self.partitions)
+            ended = self._ending(target is TxnState.PREPARE_COMMIT)
             next_epoch = (transit.producer_epoch == self.producer_epoch + 1
                           if transit.producer_id == self.producer_id
                           else transit.producer_epoch == 0)
