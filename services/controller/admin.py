@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.controller.placement import Broker, assign_replicas, start_index_for
 from services.controller.topic_rules import (
     reject_collisions,
     validate_partitions,
@@ -24,6 +23,7 @@ from services.controller.topic_rules import (
 )
 from strand.cluster.cache import MetadataCache
 from strand.cluster.model import NO_LEADER, PartitionRecord, TopicRecord
+from strand.cluster.placement import Broker, assign_replicas, start_index_for
 from strand.errors import (
     InvalidConfigError,
     InvalidPartitionsError,

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.controller.placement import (
+from strand.cluster.placement import (
     Broker,
     PartitionCountError,
     PlacementError,

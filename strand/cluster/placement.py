@@ -1,11 +1,11 @@
 """Rack-aware replica placement: which brokers hold each partition, and in what order.
 
-This is a pure function of its inputs so that the controller (topic creation,
-partition addition) and the kopf operator (computing a placement, detecting drift)
-get exactly the same answer for the same cluster: no randomness, no ``hash()``
-(which is salted per process), no clock.
+This is a pure function of its inputs, shared by the controller (topic creation,
+partition addition) and the kopf operator (computing a placement, detecting drift),
+so both get exactly the same answer for the same cluster: no randomness, no
+``hash()`` (which is salted per process), no clock.
 
-Rules it guarantees (they are what ``tests/unit/controller/test_placement.py`` checks)
+Rules it guarantees (``tests/unit/controller/test_placement.py`` checks them)
 --------------------------------------------------------------------------------------
 1. The replicas of a partition are on distinct brokers.
 2. Rack spread: with ``R`` racks and replication factor ``RF``, when ``R >= RF`` every

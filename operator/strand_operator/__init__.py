@@ -1,0 +1,1 @@
+"""Strand's Kubernetes operator (kopf): turns ``Topic`` resources into topics."""
