@@ -321,15 +321,28 @@ class Admin:
         return out
 
     def create_partitions(self, topic: str, new_total: int, validate_only: bool = False,
-                          timeout_ms: float | None = None) -> None:
+                          timeout_ms: float | None = None,
+                          assignments: Sequence[Sequence[int]] | None = None) -> None:
         """Grow ``topic`` to ``new_total`` partitions (never fewer: InvalidPartitionsError).
-        Keyed records map to partitions by count, so some keys move to new partitions."""
+        Keyed records map to partitions by count, so some keys move to new partitions.
+
+        ``assignments`` places the new partitions explicitly (Kafka's
+        ``NewPartitions.increaseTo(total, assignments)``): one ordered replica list per
+        new partition, preferred leader first, each as long as the topic's replication
+        factor, on distinct live brokers (else InvalidReplicaAssignmentError); without
+        it rack-aware placement decides."""
         _check_name(topic)
         if type(new_total) is not int:
             raise TypeError(f"new_total must be an int, not {new_total!r}")
+        placed = []
+        for replicas in assignments or ():
+            if isinstance(replicas, str | bytes) or not all(type(r) is int for r in replicas):
+                raise TypeError(f"each assignment is a list of broker ids, not {replicas!r}")
+            placed.append(pb.CreatePartitionsRequest.Assignment(replicas=list(replicas)))
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         response = self._call(self._stub.CreatePartitions, pb.CreatePartitionsRequest(
-            topics=[pb.CreatePartitionsRequest.Topic(name=topic, count=new_total)],
+            topics=[pb.CreatePartitionsRequest.Topic(name=topic, count=new_total,
+                                                     assignments=placed)],
             timeout_ms=int(timeout), validate_only=validate_only),
             "CreatePartitions", timeout + 5000)
         _raise_failures(response.topics, "cannot create partitions of topic")

@@ -171,7 +171,34 @@ def _existing(name: str, cache: MetadataCache) -> TopicRecord:
     return topic
 
 
-def plan_create_partitions(name: str, count: int, cache: MetadataCache) -> Plan:
+def _check_new_assignments(name: str, assignments: Sequence[Sequence[int]], first: int,
+                           count: int, factor: int, brokers: set[int]) -> None:
+    """Validate an explicit placement of new partitions as Kafka does: one replica list
+    per new partition, each of the topic's replication factor, on distinct live brokers."""
+    if len(assignments) != count - first:
+        raise InvalidReplicaAssignmentError(
+            f"topic {name!r} grows from {first} to {count} partitions, so it needs "
+            f"{count - first} replica lists, one per new partition; {len(assignments)} "
+            "were given")
+    for partition, replicas in enumerate(assignments, start=first):
+        if len(replicas) != factor:
+            raise InvalidReplicaAssignmentError(
+                f"new partition {name}-{partition} has {len(replicas)} replica(s); the "
+                f"topic's replication factor is {factor}: give {factor} brokers")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(
+                f"new partition {name}-{partition} repeats a broker: {list(replicas)}")
+        unknown = sorted(set(replicas) - brokers)
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"new partition {name}-{partition} names brokers that are not live: "
+                f"{unknown}; live brokers are {sorted(brokers)}")
+
+
+def plan_create_partitions(name: str, count: int, cache: MetadataCache,
+                           assignments: Sequence[Sequence[int]] = ()) -> Plan:
+    """Grow ``name`` to ``count`` partitions; ``assignments`` (one replica list per new
+    partition) places them explicitly, otherwise rack-aware placement decides."""
     topic = _existing(name, cache)
     if topic.internal:
         raise InvalidRequestError(
@@ -184,14 +211,24 @@ def plan_create_partitions(name: str, count: int, cache: MetadataCache) -> Plan:
     if count == topic.partitions:
         raise InvalidPartitionsError(f"topic {name!r} already has {count} partitions")
     brokers = live_brokers(cache)
-    if topic.replication_factor > len(brokers):
-        raise InvalidReplicationFactorError(
-            f"topic {name!r} has replication factor {topic.replication_factor}; "
-            f"{len(brokers)} brokers are live")
-    existing = {r.partition: list(r.replicas) for r in cache.partitions_of(name)}
-    wanted = assign_replicas(brokers, count, topic.replication_factor, existing,
-                             start_index=start_index_for(name))
-    new = [_new_partition(name, p, wanted[p]) for p in range(topic.partitions, count)]
+    if assignments:
+        # The factor the partitions have now (a reassignment may have changed it since
+        # the topic was created), as Kafka takes it from the existing assignment.
+        current = cache.partitions_of(name)
+        factor = len(current[0].target_replicas) if current else topic.replication_factor
+        _check_new_assignments(name, assignments, topic.partitions, count, factor,
+                               {b.id for b in brokers})
+        new = [_new_partition(name, p, replicas)
+               for p, replicas in enumerate(assignments, start=topic.partitions)]
+    else:
+        if topic.replication_factor > len(brokers):
+            raise InvalidReplicationFactorError(
+                f"topic {name!r} has replication factor {topic.replication_factor}; "
+                f"{len(brokers)} brokers are live")
+        existing = {r.partition: list(r.replicas) for r in cache.partitions_of(name)}
+        wanted = assign_replicas(brokers, count, topic.replication_factor, existing,
+                                 start_index=start_index_for(name))
+        new = [_new_partition(name, p, wanted[p]) for p in range(topic.partitions, count)]
     updated = TopicRecord(topic.name, topic.topic_id, count, topic.replication_factor,
                           dict(topic.config), topic.internal)
     return Plan(topic=updated, partitions=new)

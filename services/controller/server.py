@@ -139,7 +139,8 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         except StrandError as exc:
             return pb.CreatePartitionsResponse(topics=_refused(_named(request.topics), exc))
         results = [await self._run(t.name, functools.partial(
-            plan_create_partitions, t.name, t.count), request.validate_only)
+            plan_create_partitions, t.name, t.count,
+            assignments=[list(a.replicas) for a in t.assignments]), request.validate_only)
             for t in request.topics]
         return pb.CreatePartitionsResponse(topics=results)
 

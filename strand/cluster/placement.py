@@ -102,6 +102,7 @@ __all__ = [
     "PartitionCountError",
     "PlacementError",
     "assign_replicas",
+    "change_replication_factor",
     "rack_bounds",
     "start_index_for",
 ]
@@ -188,6 +189,124 @@ def assign_replicas(
     for replicas in existing.values():
         placer.record(replicas)
     return placer.place([p for p in range(partitions) if p not in existing])
+
+
+def change_replication_factor(
+    brokers: Sequence[Broker],
+    assignment: Mapping[int, Sequence[int]],
+    replication_factor: int,
+    *,
+    start_index: int | None = None,
+) -> dict[int, list[int]]:
+    """The targets of a replication-factor change (KIP-455 reassignment) of one topic.
+
+    ``assignment`` is the topic's current placement (partition -> ordered replicas);
+    the result maps every partition to its target list. The preferred leader (first
+    replica) never changes and replicas are only added or only removed, so the change
+    copies no more data than it must. Added replicas go, partition by partition, to
+    brokers whose rack is below its upper bound for the new factor (filling racks
+    below their lower bound first, see :func:`rack_bounds`), the least loaded first;
+    removed replicas are taken from racks above their bound, then from replicas on
+    brokers not in ``brokers``, then from the most loaded brokers. Rack bounds hold
+    for placements this module produced; for others (an adopted topic) they are a best
+    effort. Replica counts per broker come out within two of each other when
+    replicas are added on equal racks (``tests/unit/controller/
+    test_replication_factor_change.py``); removals have little choice, since the
+    leader stays and the rack bounds often name the replica that goes. Same inputs,
+    same output. Raises :class:`PlacementError` like
+    :func:`assign_replicas`.
+    """
+    partitions = max(assignment, default=-1) + 1
+    _validate(brokers, max(partitions, 1), replication_factor, assignment)
+    placer = _Placer(brokers, replication_factor, start_index or 0)
+    rank = {b: i for i, b in enumerate(placer.order)}
+    for replicas in assignment.values():
+        placer.record(replicas)
+    targets: dict[int, list[int]] = {}
+    for partition in sorted(assignment):
+        replicas = list(assignment[partition])
+        while len(replicas) > replication_factor:
+            leaving = _removable(placer, replicas, rank)
+            replicas.remove(leaving)
+            if leaving in placer.replicas:
+                placer.replicas[leaving] -= 1
+        while len(replicas) < replication_factor:
+            joining = _addable(placer, replicas, rank)
+            replicas.append(joining)
+            placer.replicas[joining] += 1
+        targets[partition] = replicas
+    _even_out(placer, assignment, targets)
+    return targets
+
+
+def _even_out(placer: _Placer, before: Mapping[int, Sequence[int]],
+              targets: dict[int, list[int]]) -> None:
+    """Swap a replica the change touches from a broker with the most replicas to one
+    with at least two fewer while the rack bounds allow: a replica that was to be
+    added moves to the lighter broker, or one that was to be removed stays and the
+    heavier broker's is removed instead. Each swap lowers the sum of squared counts,
+    so this ends; the greedy pass alone can leave brokers two apart."""
+    loads = placer.replicas
+    improved = True
+    while improved:
+        improved = False
+        for partition, target in targets.items():
+            old = before[partition]
+            growing = len(target) > len(old)
+            count = _rack_counts(placer, target)
+            movable = [b for b in target[1:] if (b not in old) == growing and b in loads]
+            spare = ([b for b in placer.order if b not in target] if growing
+                     else [b for b in old if b not in target and b in loads])
+            for heavy, light in itertools.product(movable, spare):
+                if loads[heavy] - loads[light] < 2:
+                    continue
+                rh, rl = placer.rack_of[heavy], placer.rack_of[light]
+                if rh != rl and (count[rh] - 1 < placer.bounds[rh][0]
+                                 or count[rl] + 1 > placer.bounds[rl][1]):
+                    continue
+                target[target.index(heavy)] = light
+                loads[heavy] -= 1
+                loads[light] += 1
+                improved = True
+                break
+
+
+def _rack_counts(placer: _Placer, replicas: Sequence[int]) -> list[int]:
+    count = [0] * len(placer.bounds)
+    for broker in replicas:
+        if broker in placer.rack_of:
+            count[placer.rack_of[broker]] += 1
+    return count
+
+
+def _removable(placer: _Placer, replicas: Sequence[int], rank: Mapping[int, int]) -> int:
+    """The follower to drop: over its rack's upper bound, else on a broker that is
+    gone, else one whose rack stays at or above its lower bound, the most loaded."""
+    count = _rack_counts(placer, replicas)
+
+    def key(broker: int) -> tuple[int, int, int, int, int]:
+        if broker not in placer.rack_of:
+            return (0, 1, 0, 0, 0)
+        rack = placer.rack_of[broker]
+        low, high = placer.bounds[rack]
+        return (int(count[rack] > high), 0, int(count[rack] > low), placer.replicas[broker],
+                rank[broker])
+
+    return max(replicas[1:], key=key)
+
+
+def _addable(placer: _Placer, replicas: Sequence[int], rank: Mapping[int, int]) -> int:
+    """The broker to add: one whose rack has room (racks owed a replica first), least
+    loaded; any broker not yet a replica when the current placement leaves no such one."""
+    count = _rack_counts(placer, replicas)
+    owed = sum(max(0, low - have) for (low, _), have in zip(placer.bounds, count, strict=True))
+    must_fill = owed >= placer.rf - len(replicas)
+    free = [b for b in placer.order if b not in replicas]
+    candidates = [b for b in free
+                  if count[placer.rack_of[b]] < placer.bounds[placer.rack_of[b]][1]
+                  and not (must_fill
+                           and count[placer.rack_of[b]] >= placer.bounds[placer.rack_of[b]][0])]
+    return min(candidates or free, key=lambda b: (placer.replicas[b], rank[b]))
 
 
 def _validate(

@@ -463,12 +463,19 @@ class DeleteTopicsResponse(_message.Message):
 class CreatePartitionsRequest(_message.Message):
     __slots__ = ("topics", "timeout_ms", "validate_only")
     class Topic(_message.Message):
-        __slots__ = ("name", "count")
+        __slots__ = ("name", "count", "assignments")
         NAME_FIELD_NUMBER: _ClassVar[int]
         COUNT_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
         name: str
         count: int
-        def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+        assignments: _containers.RepeatedCompositeFieldContainer[CreatePartitionsRequest.Assignment]
+        def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[CreatePartitionsRequest.Assignment, _Mapping]]] = ...) -> None: ...
+    class Assignment(_message.Message):
+        __slots__ = ("replicas",)
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        replicas: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, replicas: _Optional[_Iterable[int]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
