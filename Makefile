@@ -15,7 +15,7 @@ help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
 	@echo "make demo-log - the storage engine alone: append, read, compact, recover"
 	@echo "make test   - install everything and run the whole test suite"
-	@echo "make image  - build the container image (needs docker or podman; IMAGE=strand:dev)"
+	@echo "make image  - build the container image (needs docker or podman; IMAGE=strand:0.1.0)"
 	@echo "make lint   - ruff, mypy and the import contracts (.importlinter)"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
 	@echo "make bench-peers - Strand vs NATS JetStream produce benchmark, JSON on stdout (RECORDS=, RECORD_SIZE=)"
@@ -57,7 +57,7 @@ k8s-tools: $(HELM) $(CHECKOV)
 
 # The container image of every service and the operator (Dockerfile); needs a
 # container engine (docker or podman), which our CI machines do not have.
-IMAGE ?= strand:dev
+IMAGE ?= strand:0.1.0
 image:
 	@engine=$$(command -v docker || command -v podman) || \
 		{ echo "make image needs docker or podman on PATH"; exit 1; }; \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from services.storage.server import StorageProcess, StorageSettings, split_host_port
@@ -12,10 +13,18 @@ from strand.service.entry import etcd_endpoints, new_parser, run_service
 def parse_args(argv: list[str] | None = None) -> StorageSettings:
     env = os.environ.get
     parser = new_parser("strand-storage", __doc__, "127.0.0.1:9092")
-    parser.add_argument("--node-id", type=int, default=env("STRAND_NODE_ID"),
-                        help="this node's broker id (required)")
-    parser.add_argument("--rack", default=env("STRAND_RACK") or None,
-                        help="failure domain (zone) for rack-aware placement")
+    node_id = parser.add_mutually_exclusive_group()
+    node_id.add_argument("--node-id", type=int, default=env("STRAND_NODE_ID"),
+                         help="this node's broker id (required unless --node-id-from-hostname)")
+    node_id.add_argument("--node-id-from-hostname", action="store_true",
+                         help="the broker id is the trailing -N of the host name (a "
+                              "StatefulSet pod's ordinal): HOSTNAME, else the system's")
+    rack = parser.add_mutually_exclusive_group()
+    rack.add_argument("--rack", default=env("STRAND_RACK") or None,
+                      help="failure domain (zone) for rack-aware placement")
+    rack.add_argument("--rack-file", type=Path,
+                      help="file holding the rack (written by `strand-service "
+                           "rack-from-node`); empty: no rack")
     parser.add_argument("--data-dir", type=Path, default=env("STRAND_DATA_DIR"),
                         help="directory of the partition logs (required)")
     parser.add_argument("--lease-ttl", type=int, default=int(env("STRAND_LEASE_TTL", "5")),
@@ -58,8 +67,18 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
                              "transactional batch for a partition not yet in the "
                              "producer's open transaction")
     args = parser.parse_args(argv)
+    if args.node_id_from_hostname:
+        try:
+            args.node_id = node_id_from_hostname(env("HOSTNAME") or socket.gethostname())
+        except ValueError as exc:
+            parser.error(f"--node-id-from-hostname: {exc}")
     if args.node_id is None or int(args.node_id) < 0:
         parser.error("--node-id (or STRAND_NODE_ID) must be given and be >= 0")
+    if args.rack_file is not None:
+        try:
+            args.rack = rack_from_file(args.rack_file)
+        except OSError as exc:
+            parser.error(f"--rack-file: cannot read {args.rack_file}: {exc.strerror or exc}")
     if args.data_dir is None:
         parser.error("--data-dir (or STRAND_DATA_DIR) must be given")
     advertise = args.advertise or args.listen
@@ -90,6 +109,21 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         disk_probe_interval_s=args.disk_probe_interval, disk_probe_bytes=args.disk_probe_bytes,
         transaction_partition_verification=args.transaction_partition_verification == "on",
     )
+
+
+def node_id_from_hostname(hostname: str) -> int:
+    """The ordinal a StatefulSet gives its pod, the trailing ``-N`` of its host name
+    (``strand-storage-2`` -> 2)."""
+    name, sep, ordinal = hostname.rpartition("-")
+    if not sep or not name or not ordinal.isdigit() or not ordinal.isascii():
+        raise ValueError(f"host name {hostname!r} does not end in -N (a StatefulSet pod's "
+                         "ordinal): pass --node-id instead")
+    return int(ordinal)
+
+
+def rack_from_file(path: Path) -> str | None:
+    """The rack written to ``path`` (by the init step), None when the file is empty."""
+    return path.read_text(encoding="utf-8").strip() or None
 
 
 def main(argv: list[str] | None = None) -> None:
