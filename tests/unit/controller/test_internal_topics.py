@@ -14,19 +14,16 @@ from services.controller.admin import (
     plan_internal_topic,
 )
 from strand.cluster.cache import MetadataCache
-from strand.cluster.keys import KeySpace
-from strand.cluster.model import BrokerRegistration, TopicRecord
+from strand.cluster.model import TopicRecord
 from strand.coordination.shards import GROUP_TOPIC
 from strand.errors import InvalidConfigError, InvalidRequestError
+from tests.support.metadata import cache_with_brokers
 
 
 @pytest.fixture
 def cache() -> MetadataCache:
-    keys = KeySpace("test")
-    metadata = MetadataCache(keys)
-    for node in (1, 2, 3):
-        metadata.apply(keys.broker(node),
-                       BrokerRegistration(node, "127.0.0.1", 9000 + node).to_json())
+    metadata = cache_with_brokers(1, 2, 3)
+    keys = metadata.keys
     internal = plan_internal_topic(GROUP_TOPIC, 4, metadata).topic
     assert internal is not None and internal.internal
     metadata.apply(keys.topic(GROUP_TOPIC), internal.to_json())

@@ -11,18 +11,15 @@ import pytest
 
 from services.controller.admin import plan_create_partitions
 from strand.cluster.cache import MetadataCache
-from strand.cluster.keys import KeySpace
-from strand.cluster.model import BrokerRegistration, PartitionRecord, TopicRecord
+from strand.cluster.model import PartitionRecord, TopicRecord
 from strand.errors import ErrorCode, InvalidPartitionsError, InvalidReplicaAssignmentError
+from tests.support.metadata import cache_with_brokers
 
 
 @pytest.fixture
 def cache() -> MetadataCache:
-    keys = KeySpace("test")
-    metadata = MetadataCache(keys)
-    for node in (1, 2, 3):
-        metadata.apply(keys.broker(node),
-                       BrokerRegistration(node, "127.0.0.1", 9000 + node).to_json())
+    metadata = cache_with_brokers(1, 2, 3)
+    keys = metadata.keys
     metadata.apply(keys.topic("orders"), TopicRecord("orders", "id", 2, 2).to_json())
     for partition, replicas in ((0, (1, 2)), (1, (2, 3))):
         metadata.apply(keys.partition("orders", partition), PartitionRecord(
