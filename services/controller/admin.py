@@ -211,25 +211,26 @@ def plan_create_partitions(name: str, count: int, cache: MetadataCache,
     if count == topic.partitions:
         raise InvalidPartitionsError(f"topic {name!r} already has {count} partitions")
     brokers = live_brokers(cache)
+    # The factor the partitions have now (a reassignment may have changed it since the
+    # topic was created), as Kafka takes it from the existing assignment; the topic's
+    # record takes it too.
+    current = cache.partitions_of(name)
+    factor = len(current[0].target_replicas) if current else topic.replication_factor
     if assignments:
-        # The factor the partitions have now (a reassignment may have changed it since
-        # the topic was created), as Kafka takes it from the existing assignment.
-        current = cache.partitions_of(name)
-        factor = len(current[0].target_replicas) if current else topic.replication_factor
         _check_new_assignments(name, assignments, topic.partitions, count, factor,
                                {b.id for b in brokers})
         new = [_new_partition(name, p, replicas)
                for p, replicas in enumerate(assignments, start=topic.partitions)]
     else:
-        if topic.replication_factor > len(brokers):
+        if factor > len(brokers):
             raise InvalidReplicationFactorError(
-                f"topic {name!r} has replication factor {topic.replication_factor}; "
+                f"topic {name!r} has replication factor {factor}; "
                 f"{len(brokers)} brokers are live")
-        existing = {r.partition: list(r.replicas) for r in cache.partitions_of(name)}
-        wanted = assign_replicas(brokers, count, topic.replication_factor, existing,
+        existing = {r.partition: list(r.replicas) for r in current}
+        wanted = assign_replicas(brokers, count, factor, existing,
                                  start_index=start_index_for(name))
         new = [_new_partition(name, p, wanted[p]) for p in range(topic.partitions, count)]
-    updated = TopicRecord(topic.name, topic.topic_id, count, topic.replication_factor,
+    updated = TopicRecord(topic.name, topic.topic_id, count, factor,
                           dict(topic.config), topic.internal)
     return Plan(topic=updated, partitions=new)
 

@@ -56,7 +56,8 @@ def test_bad_assignments_are_refused(cache: MetadataCache, assignments: list[lis
 
 def test_the_factor_is_the_partitions_current_one(cache: MetadataCache) -> None:
     """After a reassignment to three replicas the new partitions need three too, as
-    Kafka takes the factor from the existing assignment."""
+    Kafka takes the factor from the existing assignment, with or without assignments;
+    the topic's record takes the factor the partitions have."""
     keys = cache.keys
     for partition in (0, 1):
         record = cache.partitions[("orders", partition)]
@@ -66,6 +67,13 @@ def test_the_factor_is_the_partitions_current_one(cache: MetadataCache) -> None:
         plan_create_partitions("orders", 3, cache, assignments=[[1, 2]])
     plan = plan_create_partitions("orders", 3, cache, assignments=[[2, 3, 1]])
     assert plan.partitions[0].replicas == (2, 3, 1)
+    assert plan.topic is not None and plan.topic.replication_factor == 3
+    # and so does placement when no assignments are given (the topic's record still
+    # says 2: the reassignment changed the partitions, not the record)
+    assert cache.topics["orders"].replication_factor == 2
+    plan = plan_create_partitions("orders", 3, cache)
+    assert len(plan.partitions[0].replicas) == 3
+    assert plan.topic is not None and plan.topic.replication_factor == 3
 
 
 def test_a_decrease_is_still_refused_first(cache: MetadataCache) -> None:
