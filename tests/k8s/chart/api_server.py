@@ -1,7 +1,6 @@
-"""kmock's Kubernetes emulator (tests/support/kube_emulator.py) on a port of
-127.0.0.1, served from a thread of its own: the chart's processes (the storage pods'
-init container, the operator) call it while the test itself waits synchronously on
-them."""
+"""kmock's Kubernetes emulator on a port of 127.0.0.1, served from a thread of its
+own: the chart's processes (the storage pods' init container, the operator) call it
+while the test itself waits synchronously on them."""
 
 from __future__ import annotations
 
@@ -13,11 +12,42 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+import aiohttp.web
 import kmock
 
-from tests.support.kube_emulator import KubeEmulator, declare_topic_resources
-
 T = TypeVar("T")
+NAMESPACES_PATH = "/api/v1/namespaces"
+
+
+class _Emulator(kmock.KubernetesEmulator):
+    """kmock's emulator, plus the one call kmock 0.8 cannot parse: GET
+    /api/v1/namespaces (it takes "namespaces" for the start of a namespaced path and
+    answers 500), which kopf makes to list and watch the namespaces it serves."""
+
+    namespaces: tuple[str, ...] = ()
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        if raw_request.method == "GET" and raw_request.path == NAMESPACES_PATH:
+            return await self._serve_namespaces(raw_request)
+        response: aiohttp.web.StreamResponse = await super().__call__(raw_request)
+        return response
+
+    async def _serve_namespaces(self, raw_request: aiohttp.web.BaseRequest
+                                ) -> aiohttp.web.StreamResponse:
+        items = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                 for name in self.namespaces]
+        if raw_request.query.get("watch") not in ("true", "1"):
+            return aiohttp.web.json_response({
+                "apiVersion": "v1", "kind": "NamespaceList",
+                "metadata": {"resourceVersion": "1"}, "items": items})
+        stream = aiohttp.web.StreamResponse()
+        await stream.prepare(raw_request)
+        for item in items:
+            await stream.write(json.dumps({"type": "ADDED", "object": item}).encode() + b"\n")
+        # The namespaces never change here: hold the stream until the client leaves.
+        while raw_request.transport is not None and not raw_request.transport.is_closing():
+            await asyncio.sleep(0.5)
+        return stream
 
 
 class EmulatedApiServer:
@@ -36,7 +66,7 @@ class EmulatedApiServer:
         self._thread.start()
 
         async def start() -> None:
-            self._emulator = KubeEmulator()
+            self._emulator = _Emulator()
             self._emulator.namespaces = self._namespaces
             await self._emulator.__aenter__()
             self._server = kmock.Server(self._emulator)
@@ -69,10 +99,9 @@ class EmulatedApiServer:
         assert self._server is not None, "the emulated API server is not running"
         return str(self._server.url).rstrip("/")
 
-    def declare_topic_resources(self) -> None:
-        """What kopf discovers: Topics, Events, namespaces, CRDs."""
+    def declare(self, resource: str, info: kmock.ResourceInfo) -> None:
         async def declare() -> None:
-            declare_topic_resources(self.emulator)
+            self.emulator.resources[resource] = info
 
         self._run(declare())
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import kmock
 import pytest
 import yaml
 
@@ -109,7 +110,17 @@ def declare_api(api: EmulatedApiServer) -> None:
         api.store("v1/nodes", None, f"node-{zone}", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": f"node-{zone}", "labels": {ZONE_LABEL: zone}}})
-    api.declare_topic_resources()
+    api.declare("v1/namespaces", kmock.ResourceInfo(
+        kind="Namespace", singular="namespace", namespaced=False, verbs={"list", "watch"}))
+    api.declare("v1/events", kmock.ResourceInfo(
+        kind="Event", singular="event", namespaced=True, verbs={"create", "list"}))
+    api.declare("apiextensions.k8s.io/v1/customresourcedefinitions", kmock.ResourceInfo(
+        kind="CustomResourceDefinition", singular="customresourcedefinition",
+        namespaced=False, verbs={"get", "list", "watch"}))
+    api.declare("strand.io/v1/topics", kmock.ResourceInfo(
+        kind="Topic", singular="topic", namespaced=True, shortnames={"st"},
+        subresources={"status"},
+        verbs={"get", "list", "watch", "create", "patch", "update", "delete"}))
     crd = yaml.safe_load((CHART / "crds" / "topics.strand.io.yaml").read_text())
     api.store("apiextensions.k8s.io/v1/customresourcedefinitions", None,
               crd["metadata"]["name"], crd)

@@ -32,10 +32,10 @@ from tests.k8s.operator.harness import (
     Operator,
     TopicEmulator,
     check_against_the_crd,
+    declare_resources,
     eventually,
     running_operator,
 )
-from tests.support.kube_emulator import declare_topic_resources
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.kmock(cls=TopicEmulator)]
 T = TypeVar("T")
@@ -344,7 +344,7 @@ async def test_the_entry_point_runs_the_operator(kmock: kmock.KubernetesEmulator
     """``python -m strand_operator`` as a process, exactly as the image runs it: kopf's
     own login (a kubeconfig here, the service account in a pod), the production
     settings, the liveness endpoint, JSON logs."""
-    declare_topic_resources(kmock)
+    declare_resources(kmock)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
