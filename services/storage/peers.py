@@ -1,5 +1,4 @@
-"""gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower, on
-long-lived streams: :mod:`services.storage.fetch_streams`)
+"""gRPC clients of a storage node: other storage nodes (ReplicaFetch, as a follower)
 and the active controller (AlterPartition, ControlledShutdown). Its channels also
 carry the KIP-890 verification of transactional writes
 (:class:`strand.cluster.transaction_calls.CoordinatorTxnVerifier`).
@@ -15,13 +14,12 @@ import logging
 from collections.abc import Sequence
 
 from services.storage.fetch_params import FetchedPartition, FetchParams
-from services.storage.fetch_streams import FetchStreams
 from services.storage.isr import IsrAnswer, IsrProposal
 from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.errors import ErrorCode, LeaderNotAvailableError, NotControllerError, error_for
 from strand.v1 import controller_pb2 as pb_ctl
-from strand.v1 import controller_pb2_grpc, storage_pb2
+from strand.v1 import controller_pb2_grpc, storage_pb2, storage_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +33,8 @@ class PeerClients:
         self.node_id = node_id
         self.channels = AioChannels(f"storage-{node_id}")
         self.channel = self.channels.get
-        self.fetch_streams = FetchStreams(self.channel)
-        self._fetched_from: dict[int, str] = {}  # leader node id -> its last address
 
     async def close(self) -> None:
-        self.fetch_streams.close()
         await self.channels.close()
 
     # -- storage nodes ------------------------------------------------------------------------
@@ -60,9 +55,9 @@ class PeerClients:
                 current_leader_epoch=p.current_leader_epoch,
                 last_fetched_epoch=p.last_fetched_epoch,
                 partition_max_bytes=p.partition_max_bytes, log_start_offset=p.log_start_offset)
-        self._fetched_from[leader] = broker.address
-        response = await self.fetch_streams.fetch(
-            broker.address, request, params.max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN_S)
+        stub = storage_pb2_grpc.StorageStub(self.channel(broker.address))
+        response = await stub.ReplicaFetch(
+            request, timeout=params.max_wait_ms / 1000 + FETCH_TIMEOUT_MARGIN_S)
         return [FetchedPartition(
             topic=r.topic, partition=r.partition, error_code=r.error_code,
             error_message=r.error_message, high_watermark=r.high_watermark,
@@ -70,12 +65,6 @@ class PeerClients:
             diverging_epoch=((r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
                              if r.HasField("diverging_epoch") else None),
             records=r.records) for r in response.partitions]
-
-    def done_fetching(self, leader: int) -> None:
-        """This node follows nothing on ``leader`` any more: close its idle streams."""
-        address = self._fetched_from.pop(leader, None)
-        if address is not None:
-            self.fetch_streams.close_idle(address)
 
     # -- the controller -----------------------------------------------------------------------
 

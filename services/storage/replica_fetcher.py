@@ -56,9 +56,6 @@ class ReplicaFetchClient(Protocol):
     async def replica_fetch(self, leader: int,
                             params: FetchParams) -> Sequence[FetchedPartition]: ...
 
-    def done_fetching(self, leader: int) -> None:
-        """Nothing is followed on ``leader`` any more (its connection state may go)."""
-
 
 class ByteRateThrottle:
     """A token bucket of bytes per second (burst: one second's worth)."""
@@ -101,13 +98,6 @@ class LeaderFetcher:
         self.task = asyncio.create_task(self._run(), name=f"replica-fetcher-{leader}")
 
     async def _run(self) -> None:
-        try:
-            await self._fetch_while_following()
-        finally:
-            if self.leader not in self.owner.fetchers:  # no newer fetcher uses them
-                self.owner.client.done_fetching(self.leader)
-
-    async def _fetch_while_following(self) -> None:
         loop = asyncio.get_running_loop()
         backoff = RETRY_BACKOFF_S
         while self.partitions:

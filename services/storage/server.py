@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -95,8 +95,6 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
         self.offsets = offsets
         self.producers = producers
         self.markers = MarkerWriter(appender)
-        self._fetch_streams: set[asyncio.Task[Any]] = set()
-        self._ending_fetch_streams = False
 
     async def Produce(self, request: pb.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
@@ -167,37 +165,6 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
 
     async def ReplicaFetch(self, request: storage_pb2.ReplicaFetchRequest,
                            context: grpc.aio.ServicerContext) -> storage_pb2.ReplicaFetchResponse:
-        return await self._replica_fetch(request)
-
-    async def ReplicaFetchStream(
-            self, requests: AsyncIterator[storage_pb2.ReplicaFetchRequest],
-            context: grpc.aio.ServicerContext) -> AsyncIterator[storage_pb2.ReplicaFetchResponse]:
-        # Tracked so that a stopping node ends its followers' streams at once: they stay
-        # open between fetches, and server.stop(grace) would wait the whole grace.
-        task = asyncio.current_task()
-        if task is not None:
-            self._fetch_streams.add(task)
-        try:
-            async for request in requests:  # one at a time, answered in order
-                yield await self._replica_fetch(request)
-        except asyncio.CancelledError:
-            if not self._ending_fetch_streams:
-                raise
-            # end_fetch_streams: returning ends the call with OK, so the follower reads
-            # its end at once (a cancelled handler alone leaves the client waiting)
-        finally:
-            if task is not None:
-                self._fetch_streams.discard(task)
-
-    def end_fetch_streams(self) -> None:
-        """Cancel every open ReplicaFetchStream (the node is stopping): each follower
-        sees its call end and fetches again, from whichever node leads then."""
-        self._ending_fetch_streams = True
-        for task in list(self._fetch_streams):
-            task.cancel()
-
-    async def _replica_fetch(self, request: storage_pb2.ReplicaFetchRequest
-                             ) -> storage_pb2.ReplicaFetchResponse:
         params = FetchParams.from_follower(
             request.replica_id, max_wait_ms=request.max_wait_ms,
             min_bytes=request.min_bytes, max_bytes=request.max_bytes,
@@ -293,11 +260,10 @@ class StorageProcess:
                                 interval_s=settings.scrub_interval_s)
                     if settings.scrub_bytes_per_s > 0 else None)
         server, health_servicer = new_server()
-        servicer = StorageServicer(
+        storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
             Appender(manager, disk, _txn_verifier(settings, peers)),
             Fetcher(manager, disk, isr, repairs),
-            OffsetLookup(manager, disk), ProducerLookup(manager, disk))
-        storage_pb2_grpc.add_StorageServicer_to_server(servicer, server)
+            OffsetLookup(manager, disk), ProducerLookup(manager, disk)), server)
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None
@@ -329,7 +295,6 @@ class StorageProcess:
             await repairs.shutdown()
             await health_servicer.enter_graceful_shutdown()
             manager.begin_shutdown()
-            servicer.end_fetch_streams()
             await server.stop(grace=settings.shutdown_grace_s)
             maintenance.stop()
             if maintenance_task is not None:

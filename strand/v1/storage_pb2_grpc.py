@@ -55,11 +55,6 @@ class StorageStub:
                 request_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
                 _registered_method=True)
-        self.ReplicaFetchStream = channel.stream_stream(
-                '/strand.v1.Storage/ReplicaFetchStream',
-                request_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
-                response_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
-                _registered_method=True)
         self.WriteTxnMarkers = channel.unary_unary(
                 '/strand.v1.Storage/WriteTxnMarkers',
                 request_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
@@ -96,15 +91,6 @@ class StorageServicer:
     def ReplicaFetch(self, request, context):
         """Followers pull the partitions they follow from their leader: one call for every
         partition a follower node follows on the leader node (one fetcher per leader).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ReplicaFetchStream(self, request_iterator, context):
-        """The same, on one long-lived stream per fetcher: each request is answered in
-        order, as ReplicaFetch would, without a call's setup per fetch (a follower
-        fetches after every write its leader takes).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -148,11 +134,6 @@ def add_StorageServicer_to_server(servicer, server):
             ),
             'ReplicaFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.ReplicaFetch,
-                    request_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.FromString,
-                    response_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.SerializeToString,
-            ),
-            'ReplicaFetchStream': grpc.stream_stream_rpc_method_handler(
-                    servicer.ReplicaFetchStream,
                     request_deserializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.FromString,
                     response_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.SerializeToString,
             ),
@@ -273,33 +254,6 @@ class Storage:
             request,
             target,
             '/strand.v1.Storage/ReplicaFetch',
-            strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
-            strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ReplicaFetchStream(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_stream(
-            request_iterator,
-            target,
-            '/strand.v1.Storage/ReplicaFetchStream',
             strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
             strand_dot_v1_dot_storage__pb2.ReplicaFetchResponse.FromString,
             options,
