@@ -26,7 +26,13 @@ if TYPE_CHECKING:
         PartitionDescription,
         TopicDescription,
     )
-    from strand.client import BootstrapError, OffsetAndMetadata, TopicPartition, TransportError
+    from strand.client import (
+        BootstrapError,
+        OffsetAndMetadata,
+        PreparedTransaction,
+        TopicPartition,
+        TransportError,
+    )
     from strand.consumer import (
         Consumer,
         ConsumerGroupMetadata,
@@ -52,6 +58,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "TopicDescription": "strand.admin",
     "BootstrapError": "strand.client.bootstrap",
     "OffsetAndMetadata": "strand.client.structs",
+    "PreparedTransaction": "strand.client.structs",
     "TopicPartition": "strand.client.structs",
     "TransportError": "strand.client.channel",
     "Consumer": "strand.consumer.consumer",
@@ -81,6 +88,7 @@ __all__ = [
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",
     "PartitionDescription",
+    "PreparedTransaction",
     "Producer",
     "ProducerClosedError",
     "RecordMetadata",

@@ -41,10 +41,10 @@ import grpc
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import open_channel, transport_error
 from strand.client.metadata import BrokerInfo
-from strand.client.structs import TopicPartition
+from strand.client.structs import PreparedTransaction, TopicPartition
 from strand.client.transactions import ProducerState, TransactionDescription, TransactionListing
 from strand.consumer.protocol import ProtocolError, decode_assignment
-from strand.errors import ErrorCode, InvalidRequestError, error_for
+from strand.errors import ErrorCode, InvalidRequestError, RequestTimedOutError, error_for
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
@@ -71,6 +71,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _ids = itertools.count(1)
+# EndTxn answers these while the coordinator loads, moves, or finishes the id's
+# previous transaction: asked again after a short pause.
+_RETRIED_TXN_ERRORS = frozenset({
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS})
+_TXN_RETRY_S = 0.05
 _VISIBILITY_POLL_S = 0.02
 
 
@@ -549,6 +555,41 @@ class Admin:
             p.coordinator_epoch if p.coordinator_epoch >= 0 else None,
             p.current_txn_start_offset if p.current_txn_start_offset >= 0 else None)
             for p in r.producers] for r in response.partitions}
+
+    def complete_transaction(self, prepared: PreparedTransaction, commit: bool = True,
+                             timeout_ms: float | None = None) -> None:
+        """End a transaction another process prepared (``Producer.prepare_transaction()``):
+        commit it (its records become visible to read_committed readers) or abort it.
+        Safe to repeat: ending it again the same way succeeds. Raises
+        InvalidTxnStateError when it already ended the other way (e.g. the coordinator
+        aborted it when its timeout passed: its records are gone), ProducerFencedError
+        when its transactional id has moved on to a newer producer or epoch. A busy or
+        moving coordinator is retried for up to ``timeout_ms`` (default: the request
+        timeout), then RequestTimedOutError (the call may be repeated)."""
+        if not isinstance(prepared, PreparedTransaction):
+            raise TypeError("complete_transaction() takes the PreparedTransaction that "
+                            f"prepare_transaction() returned, not {prepared!r}")
+        request = pb_txn.EndTxnRequest(
+            transactional_id=prepared.transactional_id, producer_id=prepared.producer_id,
+            producer_epoch=prepared.producer_epoch, committed=commit)
+        budget_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + budget_ms / 1000
+        what = (f"{'commit' if commit else 'abort'} of the prepared transaction of "
+                f"{prepared.transactional_id!r} (producer {prepared.producer_id}, epoch "
+                f"{prepared.producer_epoch})")
+        while True:
+            remaining_ms = (deadline - time.monotonic()) * 1000
+            response = self._call(self._stub.EndTxn, request, "EndTxn", max(1.0, remaining_ms))
+            code = response.error_code
+            if code == ErrorCode.NONE:
+                return
+            error = error_for(code, f"{what}: {response.error_message}")
+            if not (error.retriable or code in _RETRIED_TXN_ERRORS):
+                raise error
+            if time.monotonic() + _TXN_RETRY_S >= deadline:
+                raise RequestTimedOutError(f"{what} did not succeed in time (last answer: "
+                                           f"{error}): the call may be repeated")
+            time.sleep(_TXN_RETRY_S)
 
     def abort_transaction(self, topic: str, partition: int, producer_id: int,
                           producer_epoch: int, coordinator_epoch: int) -> None:

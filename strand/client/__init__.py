@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         open_channel,
     )
     from strand.client.metadata import BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
-    from strand.client.structs import OffsetAndMetadata, TopicPartition
+    from strand.client.structs import OffsetAndMetadata, PreparedTransaction, TopicPartition
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DEFAULT_DEV_DIR": "strand.client.bootstrap",
@@ -43,6 +43,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "PartitionInfo": "strand.client.metadata",
     "TopicInfo": "strand.client.metadata",
     "OffsetAndMetadata": "strand.client.structs",
+    "PreparedTransaction": "strand.client.structs",
     "TopicPartition": "strand.client.structs",
 })
 
@@ -56,6 +57,7 @@ __all__ = [
     "MetadataCache",
     "OffsetAndMetadata",
     "PartitionInfo",
+    "PreparedTransaction",
     "TopicInfo",
     "TopicPartition",
     "TransportError",

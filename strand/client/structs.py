@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["OffsetAndMetadata", "TopicPartition"]
+__all__ = ["OffsetAndMetadata", "PreparedTransaction", "TopicPartition"]
 
 
 class TopicPartition(NamedTuple):
@@ -25,3 +25,17 @@ class OffsetAndMetadata(NamedTuple):
 
     offset: int
     metadata: str = ""
+
+
+class PreparedTransaction(NamedTuple):
+    """A transaction whose records are all written and acknowledged but not yet
+    committed (``Producer.prepare_transaction()``, the first phase of a two-phase
+    commit, as Kafka's KIP-939 ``prepareTransaction``). Whoever holds it decides the
+    outcome, from any process: ``Admin.complete_transaction(prepared, commit=...)``.
+    Until then its records are invisible to ``read_committed`` readers and hold their
+    partitions' last stable offset; the coordinator aborts it once the producer's
+    ``transaction_timeout_ms`` has passed since it began."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int

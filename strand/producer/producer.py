@@ -55,7 +55,7 @@ from types import TracebackType
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import MAX_MESSAGE_BYTES
 from strand.client.metadata import MetadataCache, TopicInfo
-from strand.client.structs import OffsetAndMetadata, TopicPartition
+from strand.client.structs import OffsetAndMetadata, PreparedTransaction, TopicPartition
 from strand.errors import (
     ErrorCode,
     InvalidTxnStateError,
@@ -462,6 +462,16 @@ class Producer:
         of it failed (call ``abort_transaction()``); ProducerFencedError if a newer
         instance exists (close this one)."""
         self._txn("commit_transaction()").commit_transaction(timeout)
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
+        """The first phase of a two-phase commit (Kafka's KIP-939): flush every record
+        of the open transaction, then hand its outcome to whoever holds the returned
+        PreparedTransaction (``Admin.complete_transaction(prepared, commit=...)``, from
+        any process, e.g. a Spark driver committing what its executors wrote). This
+        producer can then only be closed, which leaves the transaction open. None when
+        the transaction holds nothing. TransactionAbortableError if a send of it failed
+        (call ``abort_transaction()``)."""
+        return self._txn("prepare_transaction()").prepare_transaction(timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the open transaction: unsent records fail (their futures raise

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
-from strand.client.structs import OffsetAndMetadata
+from strand.client.structs import OffsetAndMetadata, PreparedTransaction
 from strand.errors import (
     InvalidGroupIdError,
     InvalidProducerEpochError,
@@ -266,6 +266,29 @@ class Transactions:
             return self._end(False, deadline)
 
         self._run("abort_transaction()", start, deadline)
+
+    def prepare_transaction(self, timeout: float | None) -> PreparedTransaction | None:
+        """Flush, wait for every partition to be added, then leave the transaction
+        open for another process to end (PREPARED_TRANSACTION: nothing more can be
+        sent, and ``close()`` does not abort it). None when the transaction holds
+        nothing (no record was sent): there is nothing to end."""
+        deadline = self._deadline(timeout)
+        with self._lock:
+            self._refuse_if_pending("prepare_transaction()")
+        self.txn.require_transaction("prepare_transaction()")
+        self._flush_until(deadline)
+        while self.txn.adding and time.monotonic() < deadline:
+            time.sleep(0.005)  # a speculative add still in flight
+        if self.txn.adding:
+            raise RequestTimedOutError(
+                f"prepare_transaction() for {self.txn.transactional_id!r}: partitions are "
+                "still being added to the transaction: call it again to keep waiting")
+        self.txn.maybe_fail()  # a send of the transaction failed: abortable
+        self.txn.transition(TxnState.PREPARED_TRANSACTION, "prepare_transaction()")
+        if not self.txn.started:
+            return None
+        return PreparedTransaction(self.txn.transactional_id, self.tm.producer_id,
+                                   self.tm.epoch)
 
     def end_on_close(self, timeout: float | None) -> None:
         """``close()`` inside a transaction aborts it, as Kafka's client does ("aborting

@@ -7,6 +7,8 @@ States and the moves between them, as Kafka's ``TransactionManager.State``::
     INITIALIZING   -> READY                              InitProducerId answered
     READY          -> IN_TRANSACTION                     begin_transaction()
     IN_TRANSACTION -> COMMITTING_TRANSACTION             commit_transaction()
+    IN_TRANSACTION -> PREPARED_TRANSACTION               prepare_transaction(): written,
+                                                         left for another process to end
     IN_TRANSACTION / ABORTABLE_ERROR
                    -> ABORTING_TRANSACTION               abort_transaction()
     COMMITTING / ABORTING -> READY                       EndTxn answered
@@ -45,6 +47,7 @@ class TxnState(enum.Enum):
     COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"
     FATAL_ERROR = "FATAL_ERROR"
 
 
@@ -59,6 +62,7 @@ TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
     S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
     S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION,
                                   S.ABORTABLE_ERROR, S.INITIALIZING}),
+    S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION}),
     S.FATAL_ERROR: frozenset(TxnState),
 }
 
@@ -197,6 +201,8 @@ class TxnStateMachine:
             f"state {self._state.name}: "
             + ("call init_transactions() first" if self._state is S.UNINITIALIZED
                else "call begin_transaction() first" if self._state is S.READY
+               else "the transaction is prepared: Admin.complete_transaction() ends it; "
+               "close this producer" if self._state is S.PREPARED_TRANSACTION
                else "the transaction is ending"))
 
     def add_partition(self, tp: TopicPartition) -> None:

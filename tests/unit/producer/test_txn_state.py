@@ -31,7 +31,9 @@ KAFKA_TABLE = {
     (S.IN_TRANSACTION, S.ABORTING_TRANSACTION), (S.ABORTABLE_ERROR, S.ABORTING_TRANSACTION),
     (S.IN_TRANSACTION, S.ABORTABLE_ERROR), (S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR),
     (S.ABORTABLE_ERROR, S.ABORTABLE_ERROR), (S.INITIALIZING, S.ABORTABLE_ERROR),
-} | {(source, S.FATAL_ERROR) for source in S}
+} | {(source, S.FATAL_ERROR) for source in S} | {
+    # KIP-939's prepareTransaction(): Strand's SDK has it, Kafka's client since 4.x.
+    (S.IN_TRANSACTION, S.PREPARED_TRANSACTION)}
 TP = ("t", 0)
 
 
@@ -48,6 +50,8 @@ def at(state: TxnState) -> TxnStateMachine:
         S.ABORTING_TRANSACTION: [S.INITIALIZING, S.READY, S.IN_TRANSACTION,
                                  S.ABORTING_TRANSACTION],
         S.ABORTABLE_ERROR: [S.INITIALIZING, S.READY, S.IN_TRANSACTION, S.ABORTABLE_ERROR],
+        S.PREPARED_TRANSACTION: [S.INITIALIZING, S.READY, S.IN_TRANSACTION,
+                                 S.PREPARED_TRANSACTION],
         S.FATAL_ERROR: [S.FATAL_ERROR],
     }[state]
     for target in path:
