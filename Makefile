@@ -8,6 +8,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
+# Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
+JAVA_PACKAGES := openjdk-17-jre-headless
 
 .PHONY: k8s-tools image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos
 
@@ -70,6 +72,11 @@ system-deps:
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
 	fi
+	@if ! command -v java >/dev/null 2>&1; then \
+		echo ">>> installing Debian packages: $(JAVA_PACKAGES) (for Spark; apt-get; needs root or sudo)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(JAVA_PACKAGES); \
+	fi
 
 STRAND := $(VENV)/bin/strand
 
@@ -106,7 +113,7 @@ test-fast: setup system-deps k8s-tools
 	@$(PY) -m pytest -q -m "not slow"
 
 lint: setup
-	@$(VENV)/bin/ruff check strand services operator bench tests k8s
+	@$(VENV)/bin/ruff check strand services operator bench tests k8s spark-on-k8s
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports --no-cache
 
