@@ -1,0 +1,68 @@
+"""Argument types the jobs' command lines share (mirror and audit): each checks one
+value and raises argparse's ArgumentTypeError with a message naming what is wrong,
+so a bad argument exits 2 before Spark starts."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from strand_spark.provenance import validate_cluster_name
+
+DEFAULT_MASTER = "local[2]"
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>[0-9]{1,5})$")
+
+
+def host_port(text: str) -> str:
+    """``HOST:PORT`` with a port from 1 to 65535."""
+    match = _HOST_PORT.match(text)
+    if not match or not 0 < int(match["port"]) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a gateway's address, "
+                                         "e.g. 127.0.0.1:7070)")
+    return text
+
+
+def cluster_name(text: str) -> str:
+    try:
+        return validate_cluster_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def topic_list(text: str) -> tuple[str, ...]:
+    topics = tuple(t.strip() for t in text.split(","))
+    if not all(topics):
+        raise argparse.ArgumentTypeError(f"{text!r}: name topics separated by commas, "
+                                         "without empty names")
+    if len(set(topics)) != len(topics):
+        raise argparse.ArgumentTypeError(f"{text!r} names a topic twice")
+    return topics
+
+
+def pattern(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {exc}"
+                                         ) from None
+    return text
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
