@@ -26,14 +26,14 @@ replicated like the data; its last record is the ledger's state.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from strand import Admin, Consumer, NewTopic, PreparedTransaction, Producer, TopicPartition
-from strand.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from strand import Admin, Consumer, PreparedTransaction, Producer, TopicPartition
+from strand.errors import UnknownTopicOrPartitionError
+from strand_spark.topics import ensure_topic
 
 LEDGER_PREFIX = "strand-sinks."
 KEY = b"ledger"
@@ -91,16 +91,7 @@ class SinkLedger:
             return self.topic in admin.list_topics()
 
     def ensure_topic(self) -> None:
-        """Create the ledger's topic when it does not exist (RF up to 3)."""
-        if self._exists():
-            return
-        with Admin(self.bootstrap) as admin:
-            brokers = len(admin.describe_cluster().brokers)
-            rf = max(1, min(3, brokers))
-            config = {"cleanup.policy": "compact",
-                      "min.insync.replicas": "2" if rf >= 3 else "1"}
-            with contextlib.suppress(TopicAlreadyExistsError):  # made meanwhile elsewhere
-                admin.create_topics([NewTopic(self.topic, 1, rf, config=config)])
+        ensure_topic(self.bootstrap, self.topic, {"cleanup.policy": "compact"})
 
     def last(self, timeout_s: float = 30.0) -> LedgerEntry | None:
         """The ledger's state: its last entry (None: nothing committed yet)."""

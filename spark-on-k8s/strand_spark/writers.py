@@ -69,6 +69,47 @@ def complete_all(bootstrap: str, transactions: Sequence[PreparedTransaction],
                            f"{len(transactions)} prepared transactions failed: {names}")
 
 
+def current_slot(bootstrap: str, sink_id: str) -> int:
+    """The transactional-id slot this micro-batch's tasks use (strand_spark.ledger)."""
+    last = SinkLedger(bootstrap, sink_id).last()
+    return last.next_slot() if last is not None else 0
+
+
+def commit_batch(bootstrap: str, sink_id: str,
+                 messages: Sequence[WriterCommitMessage | None], batch_id: int) -> bool:
+    """The driver's side of an exactly-once micro-batch (strand_spark.ledger says how):
+    commit what the tasks prepared, unless the batch was committed before. Returns
+    False for a replay (its transactions aborted)."""
+    ledger = SinkLedger(bootstrap, sink_id)
+    staged = [m for m in messages if isinstance(m, StagedWrite)]
+    mine = _prepared(staged)
+    last = ledger.last()
+    if last is not None and last.state == "prepared":
+        log.warning("strand sink %s: finishing the commit of batch %s that was cut short",
+                    sink_id, last.batch)
+        complete_all(bootstrap, last.transactions, commit=True)
+        last = LedgerEntry(last.batch, "committed", last.slot, (), last.records)
+        ledger.append(last)
+    if last is not None and batch_id <= last.batch:
+        log.warning("strand sink %s: batch %s was committed before; its replay is dropped",
+                    sink_id, batch_id)
+        complete_all(bootstrap, mine, commit=False)
+        return False
+    slots = {m.slot for m in staged if m.prepared is not None}
+    expected = last.next_slot() if last is not None else 0
+    if slots - {expected}:
+        complete_all(bootstrap, mine, commit=False)
+        raise LedgerError(
+            f"strand sink {sink_id}: batch {batch_id} was written under slot(s) "
+            f"{sorted(slots)}, not {expected}: another query writes with the same "
+            f"sink id, or the ledger {ledger.topic} changed during the batch")
+    records = sum(m.records for m in staged)
+    ledger.append(LedgerEntry(batch_id, "prepared", expected, tuple(mine), records))
+    complete_all(bootstrap, mine, commit=True)
+    ledger.append(LedgerEntry(batch_id, "committed", expected, (), records))
+    return True
+
+
 class StrandBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         check_columns(schema, options)
@@ -93,43 +134,13 @@ class StrandStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
         self.sink_id = options.sink_id
 
-    def _ledger(self) -> SinkLedger:
-        return SinkLedger(self.options.bootstrap, self.sink_id)
-
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        last = self._ledger().last()
-        slot = last.next_slot() if last is not None else 0
+        slot = current_slot(self.options.bootstrap, self.sink_id)
         transactional_id = f"strand-sink-{self.sink_id}-{_partition_id()}-{slot}"
         return write_prepared(self.options, transactional_id, iterator, slot)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        ledger = self._ledger()
-        staged = [m for m in messages if isinstance(m, StagedWrite)]
-        mine = _prepared(staged)
-        last = ledger.last()
-        if last is not None and last.state == "prepared":
-            log.warning("strand sink %s: finishing the commit of batch %s that was cut "
-                        "short", self.sink_id, last.batch)
-            complete_all(self.options.bootstrap, last.transactions, commit=True)
-            last = LedgerEntry(last.batch, "committed", last.slot, (), last.records)
-            ledger.append(last)
-        if last is not None and batchId <= last.batch:
-            log.warning("strand sink %s: batch %s was committed before; its replay is "
-                        "dropped", self.sink_id, batchId)
-            complete_all(self.options.bootstrap, mine, commit=False)
-            return
-        slots = {m.slot for m in staged if m.prepared is not None}
-        expected = last.next_slot() if last is not None else 0
-        if slots - {expected}:
-            complete_all(self.options.bootstrap, mine, commit=False)
-            raise LedgerError(
-                f"strand sink {self.sink_id}: batch {batchId} was written under slot(s) "
-                f"{sorted(slots)}, not {expected}: another query writes with the same "
-                f"strand.sinkId, or the ledger {ledger.topic} changed during the batch")
-        records = sum(m.records for m in staged)
-        ledger.append(LedgerEntry(batchId, "prepared", expected, tuple(mine), records))
-        complete_all(self.options.bootstrap, mine, commit=True)
-        ledger.append(LedgerEntry(batchId, "committed", expected, (), records))
+        commit_batch(self.options.bootstrap, self.sink_id, messages, batchId)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         complete_all(self.options.bootstrap, _prepared(messages), commit=False)

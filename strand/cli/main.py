@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dev": ("strand.cli.dev:dev", "Run a local development cluster: etcd, 2 controllers, "
                                   "storage nodes, a gateway."),
     "group": ("strand.cli.group:group", "List, describe, reset and delete consumer groups."),
+    "mirror": ("strand.cli.mirror:mirror", "Translate a consumer group's offsets to the "
+                                           "target of a mirror."),
     "produce": ("strand.cli.produce:produce",
                 "Send each line of standard input as a record of TOPIC."),
     "topic": ("strand.cli.topic:topic", "Create, list, describe, alter and delete topics."),

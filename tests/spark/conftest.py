@@ -28,6 +28,7 @@ def spark_environment() -> None:
 def spark() -> Iterator[SparkSession]:
     spark_environment()
     from pyspark.sql import SparkSession
+
     from strand_spark import register
 
     session = (SparkSession.builder.master("local[2]").appName("strand-tests")

@@ -9,6 +9,7 @@ import itertools
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from strand_spark.naming import IdentityNaming, PrefixNaming, naming_policy
 from strand_spark.offsets import (
     OffsetRange,

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
+
+from strand import Admin, Consumer, NewTopic, TopicPartition
 from strand_spark.ledger import LedgerEntry, SinkLedger
 from strand_spark.options import write_options
 from strand_spark.writers import StrandStreamWriter
-
-from strand import Admin, Consumer, NewTopic, TopicPartition
 from tests.support.cluster import SdkCluster, unique
 
 if TYPE_CHECKING:

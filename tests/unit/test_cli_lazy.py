@@ -60,6 +60,7 @@ def test_help_imports_no_client_nor_grpc(args: tuple[str, ...]) -> None:
     ("bench", "produce", "--help"),
     ("transactions", "find-hanging", "--help"),
     ("transactions", "abort", "--help"),
+    ("mirror", "translate", "--help"),
 ])
 def test_a_client_commands_help_imports_no_client_nor_grpc(args: tuple[str, ...]) -> None:
     # rich only: strand.cli.common's console for errors
