@@ -11,13 +11,14 @@ APT_PACKAGES := etcd-server
 # Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
 JAVA_PACKAGES := openjdk-17-jre-headless
 
-.PHONY: k8s-tools image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos
+.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
 	@echo "make demo-log - the storage engine alone: append, read, compact, recover"
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make image  - build the container image (needs docker or podman; IMAGE=strand:0.1.0)"
+	@echo "make spark-image - build the Spark jobs' image (needs docker or podman; SPARK_IMAGE=strand-spark:0.1.0)"
 	@echo "make lint   - ruff, mypy and the import contracts (.importlinter)"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
 	@echo "make bench-peers - Strand vs NATS JetStream produce benchmark, JSON on stdout (RECORDS=, RECORD_SIZE=)"
@@ -27,6 +28,7 @@ help:
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
 	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make mirror-faults - the Spark mirror, exactly once while its driver and a target leader are killed (MIRROR_FAULT_RECORDS=100000)"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
 $(STAMP): pyproject.toml
@@ -64,6 +66,13 @@ image:
 	@engine=$$(command -v docker || command -v podman) || \
 		{ echo "make image needs docker or podman on PATH"; exit 1; }; \
 		$$engine build -t $(IMAGE) .
+
+# The Spark jobs' image (spark-on-k8s/Dockerfile; build context: the repository root).
+SPARK_IMAGE ?= strand-spark:0.1.0
+spark-image:
+	@engine=$$(command -v docker || command -v podman) || \
+		{ echo "make spark-image needs docker or podman on PATH"; exit 1; }; \
+		$$engine build -f spark-on-k8s/Dockerfile -t $(SPARK_IMAGE) .
 
 # Debian packages the services and integration tests need (etcd for metadata).
 system-deps:
@@ -150,6 +159,13 @@ bench-groups: setup system-deps
 # idempotent and transactional (commit every 100 ms) vs plain produce, EndTxn latency
 # over 1, 10, 100 partitions, read_committed vs read_uncommitted consume.
 EOS_JSON ?= bench/results/eos-bench.json
+# Issue 14's acceptance 1 at full size: 100,000 records mirrored while the driver is
+# killed twice and a target leader once (the suite runs 6,000).
+MIRROR_FAULT_RECORDS ?= 100000
+mirror-faults: setup system-deps
+	@STRAND_MIRROR_FAULT_RECORDS=$(MIRROR_FAULT_RECORDS) $(PY) -m pytest -q -p no:cacheprovider \
+		tests/spark/test_mirror_faults.py
+
 bench-eos: setup system-deps
 	@$(PY) bench/exactly_once_bench.py --output $(EOS_JSON) \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
