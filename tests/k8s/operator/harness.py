@@ -21,6 +21,7 @@ import jsonschema
 import kmock
 import kopf
 import yaml
+
 from strand_operator.config import OperatorConfig
 from strand_operator.handlers import build_registry, operator_settings
 from strand_operator.strand_gateway import StrandGateway

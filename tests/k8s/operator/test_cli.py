@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from strand_operator.cli import parse_args
 from strand_operator.config import OperatorConfig
 

@@ -5,6 +5,8 @@ owns a topic name, and the status it reports."""
 from __future__ import annotations
 
 import pytest
+
+from strand.cluster.placement import Broker, PlacementError, assign_replicas, start_index_for
 from strand_operator.config_drift import config_change
 from strand_operator.conflicts import Claim, owner_of
 from strand_operator.decisions import plan_topic
@@ -17,8 +19,6 @@ from strand_operator.topic_spec import (
     is_managed,
     is_paused,
 )
-
-from strand.cluster.placement import Broker, PlacementError, assign_replicas, start_index_for
 
 BROKERS = [Broker(1, "a"), Broker(2, "b"), Broker(3, "c"), Broker(4, "a")]
 

@@ -21,13 +21,13 @@ import aiohttp
 import kmock
 import pytest
 import pytest_asyncio
-from strand_operator.config import OperatorConfig
-from strand_operator.handlers import FINALIZER
 
 from strand.admin import Admin, TopicDescription
 from strand.cluster.placement import Broker, assign_replicas, start_index_for
 from strand.errors import UnknownTopicOrPartitionError
 from strand.launcher import Cluster, free_port
+from strand_operator.config import OperatorConfig
+from strand_operator.handlers import FINALIZER
 from tests.k8s.operator.harness import (
     Operator,
     TopicEmulator,
