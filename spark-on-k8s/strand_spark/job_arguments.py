@@ -66,3 +66,35 @@ def positive_seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
     return value
+
+
+def add_cluster_pair(parser: argparse.ArgumentParser, verb: str) -> None:
+    """The arguments both jobs take: the source and target clusters, which source
+    topics (``verb``: what the job does to them) and how copies are named."""
+    parser.add_argument("--source-bootstrap", required=True, type=host_port,
+                        metavar="HOST:PORT", help="a gateway of the source cluster")
+    parser.add_argument("--source-cluster", required=True, type=cluster_name,
+                        metavar="NAME", help="the source cluster's name (the mirror writes "
+                        "it in the provenance headers and, by default, the copies' names)")
+    parser.add_argument("--target-bootstrap", required=True, type=host_port,
+                        metavar="HOST:PORT", help="a gateway of the target cluster")
+    parser.add_argument("--target-cluster", required=True, type=cluster_name,
+                        metavar="NAME", help="the target cluster's name")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topics", type=topic_list, metavar="A,B",
+                       help=f"the source topics to {verb}")
+    which.add_argument("--topics-pattern", type=pattern, metavar="REGEX",
+                       help=f"{verb} the source topics whose whole name matches (new ones "
+                            "are followed)")
+    parser.add_argument("--naming", default="prefix", type=naming,
+                        metavar="prefix|identity|module:Class",
+                        help="how the mirror names copies on the target (default prefix)")
+
+
+def naming(text: str) -> str:
+    """prefix, identity or module:Class. A policy of one's own is loaded when the job
+    starts: its module may come with spark-submit's --py-files."""
+    if text in ("prefix", "identity") or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
+        return text
+    raise argparse.ArgumentTypeError(f"naming policy {text!r}: use 'prefix', 'identity' "
+                                     "or 'module:Class'")

@@ -12,12 +12,9 @@ from pathlib import Path
 
 from strand_spark.job_arguments import (
     DEFAULT_MASTER,
-    cluster_name,
-    host_port,
-    pattern,
+    add_cluster_pair,
     positive_int,
     positive_seconds,
-    topic_list,
 )
 from strand_spark.naming import NamingPolicy, naming_policy
 
@@ -58,22 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "copies on another, per topic, partition and time bucket; write a "
                     "report (Markdown, PNG, JSON). Exit 0 when clean, 1 on loss or "
                     "duplication, 2 on bad arguments.")
-    parser.add_argument("--source-bootstrap", required=True, type=host_port,
-                        metavar="HOST:PORT", help="a gateway of the source cluster")
-    parser.add_argument("--source-cluster", required=True, type=cluster_name,
-                        metavar="NAME", help="the source cluster's name (as the mirror "
-                        "writes it in the provenance headers)")
-    parser.add_argument("--target-bootstrap", required=True, type=host_port,
-                        metavar="HOST:PORT", help="a gateway of the target cluster")
-    parser.add_argument("--target-cluster", required=True, type=cluster_name,
-                        metavar="NAME", help="the target cluster's name")
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--topics", type=topic_list, metavar="A,B",
-                       help="the source topics to audit")
-    which.add_argument("--topics-pattern", type=pattern, metavar="REGEX",
-                       help="audit the source topics whose whole name matches")
-    parser.add_argument("--naming", default="prefix", metavar="prefix|identity|module:Class",
-                        help="how the mirror names copies on the target (default prefix)")
+    add_cluster_pair(parser, "audit")
     parser.add_argument("--bucket-minutes", type=positive_int,
                         default=DEFAULT_BUCKET_MINUTES, metavar="N",
                         help="event-time bucket width (default 10)")

@@ -5,18 +5,10 @@ before Spark starts, with exit code 2 and a message naming it."""
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strand_spark.job_arguments import (
-    cluster_name,
-    host_port,
-    pattern,
-    positive_int,
-    positive_seconds,
-    topic_list,
-)
+from strand_spark.job_arguments import add_cluster_pair, positive_int, positive_seconds
 
 DEFAULT_TRIGGER_SECONDS = 5
 DEFAULT_HEARTBEAT_SECONDS = 5.0
@@ -44,15 +36,6 @@ class MirrorSettings:
         return f"mirror.{self.source_cluster}.{self.target_cluster}"
 
 
-def naming(text: str) -> str:
-    """prefix, identity or module:Class. A policy of one's own is only loaded when the
-    job starts: its module may come with spark-submit's --py-files."""
-    if text in ("prefix", "identity") or re.fullmatch(r"[\w.]+:\w+", text):
-        return text
-    raise argparse.ArgumentTypeError(f"naming policy {text!r}: use 'prefix', 'identity' "
-                                     "or 'module:Class'")
-
-
 def non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -67,19 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirror.py", description="Mirror topics from one Strand cluster to another, "
         "exactly once, as a Spark streaming query.")
-    parser.add_argument("--source-bootstrap", type=host_port, required=True,
-                        help="a gateway of the source cluster, HOST:PORT")
-    parser.add_argument("--source-cluster", type=cluster_name, required=True,
-                        help="the source cluster's name (provenance headers, topic names)")
-    parser.add_argument("--target-bootstrap", type=host_port, required=True)
-    parser.add_argument("--target-cluster", type=cluster_name, required=True)
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--topics", type=topic_list, help="comma-separated topic names")
-    which.add_argument("--topics-pattern", type=pattern,
-                       help="a regular expression; new matching topics are followed")
-    parser.add_argument("--naming", type=naming, default="prefix",
-                        help="prefix (<source>.<topic>, the default), identity, or "
-                             "module:Class")
+    add_cluster_pair(parser, "mirror")
     parser.add_argument("--checkpoint", required=True,
                         help="Spark's checkpoint location (a path or object-store URI): "
                              "the query resumes from it after a restart")
