@@ -79,7 +79,9 @@ def commit_batch(bootstrap: str, sink_id: str,
                  messages: Sequence[WriterCommitMessage | None], batch_id: int) -> bool:
     """The driver's side of an exactly-once micro-batch (strand_spark.ledger says how):
     commit what the tasks prepared, unless the batch was committed before. Returns
-    False for a replay (its transactions aborted)."""
+    False for a replay (its transactions aborted). Safe to call again with the same
+    messages after it failed part way (a cluster unreachable for a moment): what it
+    had recorded is finished, and the batch counts as committed once."""
     ledger = SinkLedger(bootstrap, sink_id)
     staged = [m for m in messages if isinstance(m, StagedWrite)]
     mine = _prepared(staged)
@@ -88,8 +90,12 @@ def commit_batch(bootstrap: str, sink_id: str,
         log.warning("strand sink %s: finishing the commit of batch %s that was cut short",
                     sink_id, last.batch)
         complete_all(bootstrap, last.transactions, commit=True)
-        last = LedgerEntry(last.batch, "committed", last.slot, (), last.records)
+        last = LedgerEntry(last.batch, "committed", last.slot, last.transactions,
+                           last.records)
         ledger.append(last)
+    if last is not None and last.batch == batch_id and mine \
+            and set(mine) == set(last.transactions):
+        return True  # this very call's commit, repeated after a failure
     if last is not None and batch_id <= last.batch:
         log.warning("strand sink %s: batch %s was committed before; its replay is dropped",
                     sink_id, batch_id)
@@ -106,7 +112,7 @@ def commit_batch(bootstrap: str, sink_id: str,
     records = sum(m.records for m in staged)
     ledger.append(LedgerEntry(batch_id, "prepared", expected, tuple(mine), records))
     complete_all(bootstrap, mine, commit=True)
-    ledger.append(LedgerEntry(batch_id, "committed", expected, (), records))
+    ledger.append(LedgerEntry(batch_id, "committed", expected, tuple(mine), records))
     return True
 
 

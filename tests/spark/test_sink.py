@@ -150,6 +150,16 @@ def test_a_replayed_micro_batch_adds_nothing(strand_cluster: SdkCluster) -> None
     assert last is not None and (last.batch, last.state) == (1, "committed")
 
 
+def test_a_commit_repeated_after_a_failure_counts_once(strand_cluster: SdkCluster) -> None:
+    topic = make_topic(strand_cluster, "eo-again", partitions=1)
+    writer = stream_writer(strand_cluster, unique("sink"))
+    staged = [writer.write(rows(["a", "b"], topic))]
+    writer.commit(staged, 0)
+    writer.commit(staged, 0)  # the driver tries its commit again (it did not hear back)
+    writer.commit([writer.write(rows(["c"], topic))], 1)
+    assert values(strand_cluster, topic) == ["a", "b", "c"]
+
+
 def test_a_commit_cut_short_is_finished_by_the_replay(strand_cluster: SdkCluster) -> None:
     topic = make_topic(strand_cluster, "eo-cut", partitions=1)
     writer = stream_writer(strand_cluster, unique("sink"))

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HEARTBEAT_TOPIC = "strand-mirror.heartbeats"
+ATTEMPTS = 6  # of a micro-batch, ~1 minute of pauses in all
 
 
 @dataclass
@@ -114,6 +115,24 @@ class Mirror:
         return reader.load()
 
     def copy_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """Copy one micro-batch; an attempt that fails (a cluster unreachable for a
+        moment, a task lost) is made again, up to ATTEMPTS times, before the query
+        fails: a new attempt's tasks fence what the failed one left open, and the
+        commit is safe to repeat."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                self._copy_once(batch, batch_id)
+                return
+            except Exception as exc:
+                if attempt == ATTEMPTS:
+                    raise
+                pause = min(30.0, 2.0 ** attempt)
+                log.warning("mirror batch failed; trying again", extra={
+                    "batch": batch_id, "attempt": attempt, "retry_in_s": pause,
+                    "error": str(exc)[:2000]})
+                time.sleep(pause)
+
+    def _copy_once(self, batch: DataFrame, batch_id: int) -> None:
         self.topics.sync()
         slot = current_slot(self.settings.target_bootstrap, self.settings.sink_id)
         spec = self.spec
