@@ -12,11 +12,14 @@ missing. The suite runs a short version; ``make mirror-faults`` the full one
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,6 +108,33 @@ def produce_steadily(bootstrap: str, topic: str, count: int, seconds: float,
             raise failures[0]
 
     return join
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text: str = answer.read().decode()
+    return text
+
+
+def metric(scraped: str, name: str) -> float:
+    """The sum of a metric's samples (every label set) in a Prometheus scrape."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines()
+              if line.startswith((name + " ", name + "{"))]
+    assert values, f"no {name} in the scrape"
+    return sum(values)
+
+
+def heartbeats(bootstrap: str) -> list[dict[str, Any]]:
+    tp = TopicPartition("strand-mirror.heartbeats", 0)
+    beats: list[dict[str, Any]] = []
+    with Consumer(bootstrap, fetch_max_wait_ms=50) as consumer:
+        end = consumer.end_offsets([tp])[tp]
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        while consumer.position(tp) < end:
+            for records in consumer.poll(timeout_ms=200).values():
+                beats.extend(json.loads(r.value) for r in records if r.value)
+    return beats
 
 
 def wait_copied(run: MirrorRun, bootstrap: str, topic: str, at_least: int,
@@ -202,8 +232,11 @@ def test_active_active_mirrors_do_not_loop_with_identity_naming(
     for side in clusters:
         with Admin(side.bootstrap) as admin:
             admin.create_topics([NewTopic("shared", PARTITIONS, 1)])
+    metrics_port = west.unused_port()
     to_west = start_mirror(mirror_arguments(east, "east", west, "west", tmp_path / "ew",
-                                            "--topics", "shared", "--naming", "identity"),
+                                            "--topics", "shared", "--naming", "identity",
+                                            "--heartbeat-seconds", "1",
+                                            "--metrics-port", str(metrics_port)),
                            tmp_path / "east-to-west.log")
     to_east = start_mirror(mirror_arguments(west, "west", east, "east", tmp_path / "we",
                                             "--topics", "shared", "--naming", "identity"),
@@ -214,9 +247,18 @@ def test_active_active_mirrors_do_not_loop_with_identity_naming(
         wait_copied(to_west, west.bootstrap, "shared", 2 * count)
         wait_copied(to_east, east.bootstrap, "shared", 2 * count)
         time.sleep(8)  # several more micro-batches each way: a loop would show now
+        scraped = scrape(metrics_port)
     finally:
         to_west.stop()
         to_east.stop()
+    # Its metrics while it ran, and its heartbeats on the target.
+    assert metric(scraped, "strand_mirror_records_total") == count
+    assert metric(scraped, "strand_mirror_bytes_total") > 0
+    assert metric(scraped, "strand_mirror_replication_latency_milliseconds_count") >= 1
+    assert "strand_mirror_record_age_milliseconds" in scraped
+    beats = heartbeats(west.bootstrap)
+    assert len(beats) >= 3 and {b["source"] for b in beats} == {"east"}
+    assert beats[-1]["records"] == count and beats[-1]["batch"] is not None
     for side in (east, west):
         values = [v for records in by_partition(side.bootstrap, "shared").values()
                   for _, v, _, _ in records]

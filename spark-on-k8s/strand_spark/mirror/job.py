@@ -24,7 +24,7 @@ import logging
 import pickle
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HEARTBEAT_TOPIC = "strand-mirror.heartbeats"
-ATTEMPTS = 6  # of a micro-batch, ~1 minute of pauses in all
+ATTEMPTS = 6  # of a start or a micro-batch: ~1 minute of pauses in all
 
 
 @dataclass
@@ -119,18 +119,7 @@ class Mirror:
         moment, a task lost) is made again, up to ATTEMPTS times, before the query
         fails: a new attempt's tasks fence what the failed one left open, and the
         commit is safe to repeat."""
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                self._copy_once(batch, batch_id)
-                return
-            except Exception as exc:
-                if attempt == ATTEMPTS:
-                    raise
-                pause = min(30.0, 2.0 ** attempt)
-                log.warning("mirror batch failed; trying again", extra={
-                    "batch": batch_id, "attempt": attempt, "retry_in_s": pause,
-                    "error": str(exc)[:2000]})
-                time.sleep(pause)
+        retrying(f"micro-batch {batch_id}", lambda: self._copy_once(batch, batch_id))
 
     def _copy_once(self, batch: DataFrame, batch_id: int) -> None:
         self.topics.sync()
@@ -172,12 +161,16 @@ class Mirror:
             "batch": batch_id, "records": records, "bytes": size,
             "latency_ms": progress.latency_ms})
 
-    def start(self) -> StreamingQuery:
-        self.topics.sync()  # the copies exist before the first batch
-        # The offset map is kept as long as the data usually is (7 days).
+    def prepare(self) -> None:
+        """The copies exist before the first batch, and the offset map (kept as long
+        as the data usually is: 7 days)."""
+        self.topics.sync()
         ensure_topic(self.settings.target_bootstrap,
                      offset_map_topic(self.settings.source_cluster),
                      {"retention.ms": str(7 * 86_400_000)})
+
+    def start(self) -> StreamingQuery:
+        retrying("the mirror's start", self.prepare)
         return (self.source().writeStream
                 .foreachBatch(self.copy_batch)
                 .option("checkpointLocation", self.settings.checkpoint)
@@ -192,7 +185,15 @@ class Mirror:
         """Until ``stop``: a heartbeat every ``heartbeat_seconds`` (a failure is logged,
         and the next one tried)."""
         s = self.settings
-        ensure_topic(s.target_bootstrap, HEARTBEAT_TOPIC, {"retention.ms": "86400000"})
+        while True:
+            try:
+                ensure_topic(s.target_bootstrap, HEARTBEAT_TOPIC, {"retention.ms": "86400000"})
+                break
+            except Exception as exc:
+                log.warning("mirror heartbeats: the topic cannot be made yet",
+                            extra={"error": str(exc)})
+                if stop.wait(s.heartbeat_seconds):
+                    return
         with Producer(s.target_bootstrap, linger_ms=0) as producer:
             while not stop.wait(s.heartbeat_seconds):
                 with self.progress.lock:
@@ -206,6 +207,22 @@ class Mirror:
                                   value=json.dumps(beat).encode()).result(30)
                 except Exception as exc:
                     log.warning("mirror heartbeat failed", extra={"error": str(exc)})
+
+
+def retrying(what: str, work: Callable[[], None], attempts: int = ATTEMPTS) -> None:
+    """``work()``, made again after a failure (a cluster unreachable for a moment, a
+    task lost) up to ``attempts`` times with growing pauses, then its error raised."""
+    for attempt in range(1, attempts + 1):
+        try:
+            work()
+            return
+        except Exception as exc:
+            if attempt == attempts:
+                raise
+            pause = min(30.0, 2.0 ** attempt)
+            log.warning(f"mirror: {what} failed; trying again", extra={
+                "attempt": attempt, "retry_in_s": pause, "error": str(exc)[:2000]})
+            time.sleep(pause)
 
 
 def run_mirror(spark: SparkSession, settings: MirrorSettings,
