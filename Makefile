@@ -11,7 +11,7 @@ APT_PACKAGES := etcd-server
 # Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
 JAVA_PACKAGES := openjdk-17-jre-headless
 
-.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults
+.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -28,6 +28,8 @@ help:
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
 	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make bench-spark - Spark: strand batch reader and mirror job vs a plain SDK consume->produce loop, two local clusters; JSON to SPARK_JSON=bench/results/spark-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make mirror-demo - two local clusters, the mirror job copying a topic while it is written, the audit's report (REPORT_DIR=)"
 	@echo "make mirror-faults - the Spark mirror, exactly once while its driver and a target leader are killed (MIRROR_FAULT_RECORDS=100000)"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
 
@@ -159,6 +161,20 @@ bench-groups: setup system-deps
 # idempotent and transactional (commit every 100 ms) vs plain produce, EndTxn latency
 # over 1, 10, 100 partitions, read_committed vs read_uncommitted consume.
 EOS_JSON ?= bench/results/eos-bench.json
+# Spark throughput (bench/spark_bench.py --help), one run on two local clusters: the
+# strand batch reader, the mirror job (jobs/mirror.py as a subprocess) and a plain SDK
+# consume->produce loop on the same RECORDS records of 1 KiB over 6 partitions, ROUNDS
+# interleaved rounds; the mirror / loop ratio against its target (>= 0.5).
+SPARK_JSON ?= bench/results/spark-bench.json
+bench-spark: setup system-deps
+	@$(PY) bench/spark_bench.py --output $(SPARK_JSON) \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
+
+# Two local clusters (east, west), the mirror job copying topic orders while it is
+# written, then the audit job's report (spark-on-k8s/demo/mirror_demo.py --help).
+mirror-demo: setup system-deps
+	@$(PY) spark-on-k8s/demo/mirror_demo.py $(if $(REPORT_DIR),--report-dir $(REPORT_DIR))
+
 # Issue 14's acceptance 1 at full size: 100,000 records mirrored while the driver is
 # killed twice and a target leader once (the suite runs 6,000).
 MIRROR_FAULT_RECORDS ?= 100000
