@@ -76,6 +76,7 @@ class ReadOptions:
     min_partitions: int | None
     isolation_level: Isolation
     include_headers: bool
+    ranges_only: bool
     timestamp_strategy: Literal["error", "latest"]
     client: Mapping[str, Any] = field(default_factory=dict)
 
@@ -98,7 +99,7 @@ class WriteOptions:
 READ_OPTIONS = ("subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
                 "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
                 "failOnDataLoss", "maxOffsetsPerTrigger", "minPartitions", "isolationLevel",
-                "includeHeaders", "path")
+                "includeHeaders", "offsetRangesOnly", "path")
 WRITE_OPTIONS = ("topic", "checkpointLocation", "path")
 
 
@@ -271,6 +272,7 @@ def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
         min_partitions=_positive(options, "minPartitions"),
         isolation_level=isolation,  # type: ignore[arg-type]
         include_headers=_bool(options, "includeHeaders", False),
+        ranges_only=_bool(options, "offsetRangesOnly", False),
         timestamp_strategy=strategy,  # type: ignore[arg-type]
         client=client)
 

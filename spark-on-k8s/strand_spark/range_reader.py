@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from strand import Consumer, TopicPartition
+from strand import Consumer, ConsumerRecord, TopicPartition
 from strand.errors import OffsetOutOfRangeError
 from strand_spark.offsets import OffsetRange
 from strand_spark.options import ReadOptions
@@ -54,18 +54,18 @@ def lost(options: ReadOptions, what: str) -> None:
     log.warning("data loss: %s; skipped (failOnDataLoss=false)", what)
 
 
-def read_range(options: ReadOptions, part: OffsetRange,
-               rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+def records_in_range(options: ReadOptions, part: OffsetRange,
+                     max_records: int = ROWS_PER_BATCH) -> Iterator[list[ConsumerRecord]]:
+    """The range's records, in offset order, a poll's worth at a time."""
     tp = TopicPartition(part.topic, part.partition)
     settings = options.consumer_settings()
-    settings.setdefault("max_poll_records", rows_per_batch)
+    settings.setdefault("max_poll_records", max_records)
     with Consumer(options.bootstrap, **settings) as consumer:
         consumer.assign([tp])
         position = _start(consumer, options, part, tp)
         if position >= part.end:
             return
         consumer.seek(tp, position)
-        rows = ArrowRows(options.include_headers)
         quiet_since = time.monotonic()
         while position < part.end:
             try:
@@ -77,10 +77,8 @@ def read_range(options: ReadOptions, part: OffsetRange,
                 continue
             wanted = [r for r in records if r.offset < part.end]
             if wanted:
-                rows.add(wanted)
                 quiet_since = time.monotonic()
-                if len(rows) >= rows_per_batch:
-                    yield rows.take(part.topic, part.partition)
+                yield wanted
             position = consumer.position(tp)
             if position < part.end and time.monotonic() - quiet_since > STALL_CHECK_S:
                 end = consumer.end_offsets([tp])[tp]
@@ -90,8 +88,18 @@ def read_range(options: ReadOptions, part: OffsetRange,
                                   "truncated, or deleted and created again)")
                     break
                 quiet_since = time.monotonic()
-        if len(rows):
+
+
+def read_range(options: ReadOptions, part: OffsetRange,
+               rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """The range as Arrow record batches of about ``rows_per_batch`` rows."""
+    rows = ArrowRows(options.include_headers)
+    for records in records_in_range(options, part, rows_per_batch):
+        rows.add(records)
+        if len(rows) >= rows_per_batch:
             yield rows.take(part.topic, part.partition)
+    if len(rows):
+        yield rows.take(part.topic, part.partition)
 
 
 def _start(consumer: Consumer, options: ReadOptions, part: OffsetRange,

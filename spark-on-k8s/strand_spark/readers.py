@@ -35,6 +35,7 @@ from strand_spark.offsets import (
 )
 from strand_spark.options import ReadOptions
 from strand_spark.range_reader import lost, read_range
+from strand_spark.schema import range_row
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,8 +53,13 @@ class RangePartition(InputPartition):
 
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     # Spark reads one InputPartition(None) when there is no range at all.
-    if isinstance(partition, RangePartition):
-        yield from read_range(options, partition.part)
+    if not isinstance(partition, RangePartition):
+        return
+    part = partition.part
+    if options.ranges_only:
+        yield range_row(part.topic, part.partition, part.start, part.end)
+    else:
+        yield from read_range(options, part)
 
 
 class StrandBatchReader(DataSourceReader):

@@ -17,10 +17,15 @@ READ_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
 READ_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
                "timestamp timestamp, timestampType int")
 HEADERS_SCHEMA = "headers array<struct<key: string, value: binary>>"
+# offsetRangesOnly: a row per planned offset range instead of its records, for jobs
+# that read the records themselves where they process them (the mirror's copy tasks).
+RANGES_SCHEMA = "topic string, partition int, startOffset long, endOffset long"
 
 
-def read_schema(include_headers: bool) -> str:
+def read_schema(include_headers: bool, ranges_only: bool = False) -> str:
     """The DDL of a read's rows (Spark's Kafka source's, ``headers`` last)."""
+    if ranges_only:
+        return RANGES_SCHEMA
     return f"{READ_SCHEMA}, {HEADERS_SCHEMA}" if include_headers else READ_SCHEMA
 
 
@@ -82,3 +87,15 @@ class ArrowRows:
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         self._clear()
         return batch
+
+
+def range_row(topic: str, partition: int, start: int, end: int) -> pa.RecordBatch:
+    """offsetRangesOnly's one row for a range."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pydict(
+        {"topic": [topic], "partition": [partition], "startOffset": [start],
+         "endOffset": [end]},
+        schema=pa.schema([pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+                          pa.field("startOffset", pa.int64()),
+                          pa.field("endOffset", pa.int64())]))

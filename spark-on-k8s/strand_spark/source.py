@@ -25,8 +25,10 @@ class StrandDataSource(DataSource):
 
     def schema(self) -> str:
         options = canonical(self.options)
-        include = options.get("includeHeaders", "false").strip().lower() == "true"
-        return read_schema(include)
+        def flag(name: str) -> bool:
+            return options.get(name, "false").strip().lower() == "true"
+
+        return read_schema(flag("includeHeaders"), flag("offsetRangesOnly"))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from strand_spark.readers import StrandBatchReader

@@ -36,6 +36,7 @@ from strand_spark.mirror.arguments import MirrorSettings
 from strand_spark.mirror.copy_task import STAGED_SCHEMA, CopiedRange, CopySpec, copy_range
 from strand_spark.mirror.topic_sync import TopicSync, exclusive_pattern
 from strand_spark.naming import naming_policy
+from strand_spark.options import read_options
 from strand_spark.topics import ensure_topic
 from strand_spark.writers import commit_batch, current_slot
 
@@ -68,7 +69,8 @@ class Mirror:
     def __init__(self, spark: SparkSession, settings: MirrorSettings) -> None:
         self.spark = spark
         self.settings = settings
-        self.spec = CopySpec(settings.source_cluster, settings.target_cluster,
+        self.spec = CopySpec(read_options(self.source_options(), streaming=True),
+                             settings.source_cluster, settings.target_cluster,
                              settings.target_bootstrap, settings.naming, settings.sink_id)
         self.topics = TopicSync(settings.source_bootstrap, settings.target_bootstrap,
                                 settings.source_cluster, naming_policy(settings.naming),
@@ -99,20 +101,24 @@ class Mirror:
 
     # -- the query --------------------------------------------------------------------------
 
-    def source(self) -> DataFrame:
+    def source_options(self) -> dict[str, str]:
+        """The data source's options for reading the source: read_committed (an aborted
+        transaction is never copied), with headers, offset ranges only (the copy tasks
+        read the records themselves)."""
         s = self.settings
-        reader = (self.spark.readStream.format("strand")
-                  .option("strand.bootstrap", s.source_bootstrap)
-                  .option("startingOffsets", "earliest")
-                  .option("isolationLevel", "read_committed")
-                  .option("includeHeaders", "true"))
+        options = {"strand.bootstrap": s.source_bootstrap, "startingOffsets": "earliest",
+                   "isolationLevel": "read_committed", "includeHeaders": "true",
+                   "offsetRangesOnly": "true"}
         if s.topics_pattern is not None:
-            reader = reader.option("subscribePattern", exclusive_pattern(s.topics_pattern))
+            options["subscribePattern"] = exclusive_pattern(s.topics_pattern)
         else:
-            reader = reader.option("subscribe", ",".join(s.topics))
+            options["subscribe"] = ",".join(s.topics)
         if s.max_offsets_per_trigger:
-            reader = reader.option("maxOffsetsPerTrigger", str(s.max_offsets_per_trigger))
-        return reader.load()
+            options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
+        return options
+
+    def source(self) -> DataFrame:
+        return self.spark.readStream.format("strand").options(**self.source_options()).load()
 
     def copy_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Copy one micro-batch; an attempt that fails (a cluster unreachable for a
