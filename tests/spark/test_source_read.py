@@ -214,3 +214,16 @@ def test_streaming_read_honours_max_offsets_and_resumes_from_its_checkpoint(
     run()  # the same checkpoint: only the new records
     assert sum(n for _, n in seen[before:]) == 90
     assert sorted(spark_batches) == sdk_rows(strand_cluster, topic)
+
+
+def test_offset_ranges_only_plans_without_reading(spark: SparkSession,
+                                                  strand_cluster: SdkCluster) -> None:
+    topic = make_topic(strand_cluster, "ranges")
+    produce(strand_cluster, topic, 30)
+    ranges = reader(spark, strand_cluster, subscribe=topic, offsetRangesOnly="true",
+                    startingOffsets=f'{{"{topic}": {{"1": 4}}}}', minPartitions="6").load()
+    assert ranges.columns == ["topic", "partition", "startOffset", "endOffset"]
+    rows = sorted((r.partition, r.startOffset, r.endOffset) for r in ranges.collect())
+    assert {r.topic for r in ranges.collect()} == {topic}
+    covered = {p: sum(b - a for q, a, b in rows if q == p) for p in range(3)}
+    assert covered == {0: 10, 1: 6, 2: 10} and len(rows) >= 6
