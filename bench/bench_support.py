@@ -65,3 +65,16 @@ def remove_run_dir(directory: Path, keep: bool, failed: bool) -> None:
         err.print(f"[yellow]logs kept in {directory}")
     else:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def add_run_arguments(parser: Any, output: bool = True) -> None:
+    """The options every cluster-starting benchmark takes: the services' lease TTL,
+    where the clusters live and whether to keep them, and where the JSON goes."""
+    parser.add_argument("--lease-ttl", type=int, default=5,
+                        help="the services' etcd lease TTL, s (their default: 5)")
+    if output:
+        parser.add_argument("--output", type=Path,
+                            help="write the JSON document to this file")
+    parser.add_argument("--dir", type=Path,
+                        help="where the clusters live (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the clusters' folder")

@@ -41,7 +41,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_support import err, machine, remove_run_dir, run_main, service_warnings
+from bench_support import (
+    add_run_arguments,
+    err,
+    machine,
+    remove_run_dir,
+    run_main,
+    service_warnings,
+)
 from eos.cluster import create_topic, start_cluster
 from eos.consume import consume_section
 from eos.endtxn import endtxn_section
@@ -96,11 +103,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="committed transactions written for the consume comparison")
     parser.add_argument("--consume-batch-records", type=int, default=200,
                         help="records per partition per transaction there")
-    parser.add_argument("--lease-ttl", type=int, default=5,
-                        help="the services' etcd lease TTL, s (their default: 5)")
-    parser.add_argument("--output", type=Path, help="write the JSON document to this file")
-    parser.add_argument("--dir", type=Path, help="where the cluster lives (default: a temp dir)")
-    parser.add_argument("--keep", action="store_true", help="keep the cluster's folder")
+    add_run_arguments(parser)
     parser.add_argument("--json", action="store_true", help="the JSON document on stdout too")
     return parser.parse_args(argv)
 

@@ -55,7 +55,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_support import err, machine, remove_run_dir, run_main, service_warnings
+from bench_support import (
+    add_run_arguments,
+    err,
+    machine,
+    remove_run_dir,
+    run_main,
+    service_warnings,
+)
 from groups.cluster import BenchCluster, default_assignors, default_delay_ms
 from groups.join import JOIN_TOPIC, POLL_MS, join_series
 from groups.throughput import DATA_TOPIC, throughput
@@ -137,10 +144,7 @@ def main() -> int:
     parser.add_argument("--storage-nodes", type=int, default=3)
     parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS,
                         help="partitions of __consumer_offsets")
-    parser.add_argument("--lease-ttl", type=int, default=5,
-                        help="the services' etcd lease TTL, s (their default: 5)")
-    parser.add_argument("--dir", type=Path, help="where the cluster lives (default: a temp dir)")
-    parser.add_argument("--keep", action="store_true", help="keep the cluster's folder")
+    add_run_arguments(parser, output=False)
     parser.add_argument("--json", action="store_true", help="compact JSON (one line)")
     args = parser.parse_args()
     delays = _parse_delays(args.delays, default_delay)

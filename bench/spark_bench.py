@@ -46,7 +46,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench_support import err, machine, remove_run_dir, run_main, service_warnings
+from bench_support import (
+    add_run_arguments,
+    err,
+    machine,
+    remove_run_dir,
+    run_main,
+    service_warnings,
+)
 from eos.stats import ratio, rotated, spread
 from spark.clusters import create_topic, delete_topic, start_cluster
 from spark.data import TopicContents, check_copy, fill, log_check, read_topic
@@ -94,11 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="s the mirror may take to copy the topic")
     parser.add_argument("--target", type=float, default=0.5,
                         help="the mirror / loop ratio acceptance asks for")
-    parser.add_argument("--lease-ttl", type=int, default=5,
-                        help="the services' etcd lease TTL, s (their default: 5)")
-    parser.add_argument("--output", type=Path, help="write the JSON document to this file")
-    parser.add_argument("--dir", type=Path, help="where the clusters live (default: a temp dir)")
-    parser.add_argument("--keep", action="store_true", help="keep the clusters' folder")
+    add_run_arguments(parser)
     parser.add_argument("--json", action="store_true", help="the JSON document on stdout too")
     args = parser.parse_args(argv)
     if args.replication_factor > args.storage_nodes:
