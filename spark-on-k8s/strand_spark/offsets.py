@@ -145,16 +145,21 @@ def ranges_between(start: PartitionOffsets, end: PartitionOffsets) -> list[Offse
 
 
 def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """At least ``min_partitions`` ranges when there are that many records: the largest
-    ranges are cut into parts in proportion to their share of all the records."""
+    """At least ``min_partitions`` ranges when there are that many records: each range
+    is cut into parts in proportion to its share of all the records, then the ranges
+    with the most records per part get one more part each until there are enough."""
     total = sum(r.size for r in ranges)
     if not min_partitions or min_partitions <= len(ranges) or total == 0:
         return ranges
+    parts = [max(1, min(r.size, math.floor(r.size / total * min_partitions))) for r in ranges]
+    while sum(parts) < min(min_partitions, total):
+        widest = max((i for i, r in enumerate(ranges) if r.size > parts[i]),
+                     key=lambda i: ranges[i].size / parts[i])
+        parts[widest] += 1
     out: list[OffsetRange] = []
-    for r in ranges:
-        parts = max(1, min(r.size, math.floor(r.size / total * min_partitions)))
-        step = r.size / parts
-        bounds = [r.start + round(step * i) for i in range(parts)] + [r.end]
+    for r, count in zip(ranges, parts, strict=True):
+        step = r.size / count
+        bounds = [r.start + round(step * i) for i in range(count)] + [r.end]
         out.extend(OffsetRange(r.topic, r.partition, a, b)
                    for a, b in itertools.pairwise(bounds) if b > a)
     return sorted(out)
