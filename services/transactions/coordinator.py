@@ -188,10 +188,17 @@ class TxnShardCoordinator:
         metadata.complete_transition(transit)
 
     async def _end(self, metadata: TransactionMetadata, transit: TxnTransit | None) -> None:
-        """Write a Prepare* transit (or nothing), then finish it in the background."""
+        """Write a Prepare* transit (or nothing), then finish it in the background.
+        Shielded as one: a caller going away once Prepare* is written must not keep
+        its markers from being written (the id would stay in Prepare* with nothing
+        completing it, every later call answered "still being written")."""
         if transit is None:
             return
-        await self._write(metadata, transit)
+        await asyncio.shield(self._write_then_finish(metadata, transit))
+
+    async def _write_then_finish(self, metadata: TransactionMetadata,
+                                 transit: TxnTransit) -> None:
+        await self._write_and_apply(metadata, transit)
         self._finish(metadata)
 
     async def _fence(self, metadata: TransactionMetadata, fence: TxnTransit) -> None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import dataclass
+from typing import Any
 
+from strand_spark.naming import naming_policy
 from strand_spark.provenance import validate_cluster_name
 
 DEFAULT_MASTER = "local[2]"
@@ -89,6 +92,36 @@ def add_cluster_pair(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--naming", default="prefix", type=naming,
                         metavar="prefix|identity|module:Class",
                         help="how the mirror names copies on the target (default prefix)")
+
+
+@dataclass(frozen=True)
+class ClusterPair:
+    """What both jobs' settings start with (:func:`add_cluster_pair`'s arguments)."""
+
+    source_bootstrap: str
+    source_cluster: str
+    target_bootstrap: str
+    target_cluster: str
+    topics: tuple[str, ...]
+    topics_pattern: str | None
+    naming: str
+
+
+def cluster_pair_fields(parser: argparse.ArgumentParser, args: argparse.Namespace
+                        ) -> dict[str, Any]:
+    """:class:`ClusterPair`'s fields from the parsed arguments, checked together: the
+    two clusters differ and the naming policy loads (else exit 2 through ``parser``)."""
+    if args.source_cluster == args.target_cluster:
+        parser.error(f"--source-cluster and --target-cluster must differ (both are "
+                     f"{args.source_cluster!r})")
+    try:
+        naming_policy(args.naming)
+    except ValueError as exc:
+        parser.error(f"argument --naming: {exc}")
+    return {"source_bootstrap": args.source_bootstrap, "source_cluster": args.source_cluster,
+            "target_bootstrap": args.target_bootstrap, "target_cluster": args.target_cluster,
+            "topics": args.topics or (), "topics_pattern": args.topics_pattern,
+            "naming": args.naming}
 
 
 def naming(text: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -222,17 +222,24 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     return Subscription(assign={t: tuple(sorted(p)) for t, p in assign.items()})
 
 
+def _refuse_unknown(options: Mapping[str, str], known: Iterable[str], doing: str,
+                    also: str) -> None:
+    """Kafka-only options by name, then any other option the data source does not know
+    (``strand.<setting>`` goes to the SDK client)."""
+    _refuse_kafka_only(options)
+    known = set(known)
+    for name in options:
+        if name not in known and not name.startswith(CLIENT_PREFIX):
+            raise OptionError(f"unknown option {name!r} for {doing} strand; known: "
+                              f"{', '.join(sorted(known - {'path'}))}, {also}")
+
+
 def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
     """Parse and check the options of a batch (``streaming=False``) or streaming read."""
     from strand import Consumer
 
     options = canonical(options)
-    _refuse_kafka_only(options)
-    known = set(READ_OPTIONS)
-    for name in options:
-        if name not in known and not name.startswith(CLIENT_PREFIX):
-            raise OptionError(f"unknown option {name!r} for reading from strand; known: "
-                              f"{', '.join(sorted(known - {'path'}))} and strand.<setting>")
+    _refuse_unknown(options, READ_OPTIONS, "reading from", "strand.<setting>")
     bootstrap = _bootstrap(options)
     subscription = _subscription(options)
     if "startingOffsets" in options and "startingOffsetsByTimestamp" in options:
@@ -288,13 +295,8 @@ def write_options(options: Mapping[str, str], streaming: bool) -> WriteOptions:
     from strand import Producer
 
     options = canonical(options)
-    _refuse_kafka_only(options)
-    known = set(WRITE_OPTIONS)
-    for name in options:
-        if name not in known and not name.startswith(CLIENT_PREFIX):
-            raise OptionError(f"unknown option {name!r} for writing to strand; known: "
-                              f"{', '.join(sorted(known - {'path'}))}, {SINK_ID}, "
-                              f"{TXN_TIMEOUT} and strand.<setting>")
+    _refuse_unknown(options, WRITE_OPTIONS, "writing to",
+                    f"{SINK_ID}, {TXN_TIMEOUT} and strand.<setting>")
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("option topic must not be empty")

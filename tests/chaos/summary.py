@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from rich.console import Console
@@ -131,6 +133,39 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
         console.print(f"[bold red]workload errors[/]: {result.workload_errors}")
     if result.leftover_pids:
         console.print(f"[bold red]processes left running[/]: {result.leftover_pids}")
+    if report.failed:
+        # A run kept on a CI machine is lost with it: what the services warned about
+        # last goes into the report, to start from.
+        warnings = service_warnings(result.workdir / "logs")
+        if warnings:
+            console.print(f"the services' last warnings and errors ({len(warnings)}):")
+            for line in warnings:
+                console.print(f"  {line}", highlight=False, markup=False)
     if (report.failed or report.unavailable or result.workload_errors or result.leftover_pids
             or result.config.keep):
         console.print(f"logs and data kept in {result.workdir}", highlight=False)
+
+
+def service_warnings(logs: Path, limit: int = 25) -> list[str]:
+    """The last ``limit`` distinct warnings and errors of the services' structured logs
+    (a message repeated counts once, with its last time and its count)."""
+    seen: dict[tuple[str, str, str], tuple[str, int]] = {}
+    for path in sorted(logs.glob("*.log")):
+        for raw in path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or entry.get("level") not in ("warning", "error"):
+                continue
+            key = (path.stem, _one_line(entry.get("msg", ""), 120),
+                   _one_line(entry.get("error", ""), 200))
+            _, count = seen.pop(key, ("", 0))
+            seen[key] = (str(entry.get("ts", "")), count + 1)
+    latest = sorted(seen.items(), key=lambda item: item[1][0])[-limit:]
+    return [f"{ts} {service}: {msg} x{count}" + (f" ({error})" if error else "")
+            for (service, msg, error), (ts, count) in latest]
+
+
+def _one_line(value: object, width: int) -> str:
+    return " ".join(str(value).split())[:width]

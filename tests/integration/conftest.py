@@ -50,11 +50,12 @@ def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkClust
     cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
     """Three storage nodes, a group and a transaction coordinator, shared by every
-    module that asks for it, for the whole session (one start instead of one per
-    module). Its tests name their topics, groups and transactional ids with
+    module of tests/integration that asks for it (one start instead of one per module;
+    stopped once the package is done rather than idling through the rest of the
+    session). Its tests name their topics, groups and transactional ids with
     tests.support.cluster.unique() and never kill, pause or stop its processes:
     tests that do start a cluster of their own (``sdk_cluster_factory``)."""
     cluster = start_sdk_cluster(tmp_path_factory.mktemp("txn"), nodes=3, name="txn",

@@ -24,7 +24,7 @@ def spark_environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark() -> Iterator[SparkSession]:
     spark_environment()
     from pyspark.sql import SparkSession
@@ -43,7 +43,7 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def strand_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster]:
     """One real cluster (a storage node, a transaction coordinator) for the Spark
     tests; they name their topics with tests.support.cluster.unique(). Retention runs

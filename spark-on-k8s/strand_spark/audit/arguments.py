@@ -12,7 +12,9 @@ from pathlib import Path
 
 from strand_spark.job_arguments import (
     DEFAULT_MASTER,
+    ClusterPair,
     add_cluster_pair,
+    cluster_pair_fields,
     positive_int,
     positive_seconds,
 )
@@ -23,16 +25,9 @@ DEFAULT_INTERVAL_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
-class AuditSettings:
+class AuditSettings(ClusterPair):
     """What one audit job compares, and where the reports go."""
 
-    source_bootstrap: str
-    source_cluster: str
-    target_bootstrap: str
-    target_cluster: str
-    topics: tuple[str, ...]
-    topics_pattern: str | None
-    naming: str
     bucket_minutes: int
     report_dir: Path
     continuous: bool = False
@@ -76,13 +71,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> AuditSettings:
     """The settings, or SystemExit(2) with a message on standard error."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.source_cluster == args.target_cluster:
-        parser.error(f"--source-cluster and --target-cluster must differ (both are "
-                     f"{args.source_cluster!r})")
-    try:
-        naming_policy(args.naming)
-    except ValueError as exc:
-        parser.error(f"argument --naming: {exc}")
+    pair = cluster_pair_fields(parser, args)
     report_dir: Path = args.report_dir
     try:
         report_dir.mkdir(parents=True, exist_ok=True)
@@ -92,10 +81,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> AuditSettings:
     if not os.access(report_dir, os.W_OK | os.X_OK):
         parser.error(f"argument --report-dir: {str(report_dir)!r} is not writable")
     return AuditSettings(
-        source_bootstrap=args.source_bootstrap, source_cluster=args.source_cluster,
-        target_bootstrap=args.target_bootstrap, target_cluster=args.target_cluster,
-        topics=args.topics or (), topics_pattern=args.topics_pattern, naming=args.naming,
-        bucket_minutes=args.bucket_minutes, report_dir=report_dir,
+        **pair, bucket_minutes=args.bucket_minutes, report_dir=report_dir,
         continuous=args.continuous,
         interval_seconds=args.interval_seconds or DEFAULT_INTERVAL_SECONDS,
         master=args.master)

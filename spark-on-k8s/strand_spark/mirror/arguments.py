@@ -8,21 +8,20 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strand_spark.job_arguments import add_cluster_pair, positive_int, positive_seconds
+from strand_spark.job_arguments import (
+    ClusterPair,
+    add_cluster_pair,
+    cluster_pair_fields,
+    positive_int,
+    positive_seconds,
+)
 
 DEFAULT_TRIGGER_SECONDS = 5
 DEFAULT_HEARTBEAT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
-class MirrorSettings:
-    source_bootstrap: str
-    source_cluster: str
-    target_bootstrap: str
-    target_cluster: str
-    topics: tuple[str, ...]
-    topics_pattern: str | None
-    naming: str
+class MirrorSettings(ClusterPair):
     checkpoint: str
     trigger_seconds: int = DEFAULT_TRIGGER_SECONDS
     max_offsets_per_trigger: int | None = None
@@ -72,13 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> MirrorSettings:
-    args = build_parser().parse_args(argv)
-    if args.source_cluster == args.target_cluster:
-        build_parser().error("--source-cluster and --target-cluster must differ")
+    parser = build_parser()
+    args = parser.parse_args(argv)
     return MirrorSettings(
-        source_bootstrap=args.source_bootstrap, source_cluster=args.source_cluster,
-        target_bootstrap=args.target_bootstrap, target_cluster=args.target_cluster,
-        topics=args.topics or (), topics_pattern=args.topics_pattern, naming=args.naming,
+        **cluster_pair_fields(parser, args),
         checkpoint=args.checkpoint, trigger_seconds=args.trigger_seconds,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         heartbeat_seconds=args.heartbeat_seconds, metrics_port=args.metrics_port,

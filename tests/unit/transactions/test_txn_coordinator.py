@@ -277,6 +277,60 @@ def test_a_caller_that_goes_away_does_not_leave_its_change_pending() -> None:
     asyncio.run(scenario())
 
 
+def test_an_end_txn_whose_caller_goes_away_still_gets_its_markers() -> None:
+    """The client's deadline cancels EndTxn while PrepareCommit is being written: the
+    record lands and the markers are still written to Complete* (not left in Prepare*
+    with nothing writing them, which answers the id's every InitProducerId "the
+    markers are still being written" until the shard moves)."""
+    async def scenario() -> None:
+        log, markers, clock = SlowLog(), Markers(), Clock()
+        log.release.set()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        await c.add_partitions(TID, 100, 0, PARTS)
+        log.release.clear()
+        call = asyncio.ensure_future(c.end_txn(TID, 100, 0, commit=True))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        log.release.set()
+        await settle(c, TxnState.COMPLETE_COMMIT)
+        assert [(pid, epoch, commit) for pid, epoch, _, commit, _ in markers.written] == \
+            [(100, 0, True)]
+        assert await c.init_producer_id(TID, 60_000, None) == ProducerIdAndEpoch(100, 2)
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_fence_whose_caller_goes_away_still_aborts() -> None:
+    """The same for the abort a new instance's InitProducerId starts (the fence)."""
+    async def scenario() -> None:
+        log, markers, clock = SlowLog(), Markers(), Clock()
+        log.release.set()
+        c = coordinator(log, markers, clock)
+        await c.load()
+        c.start()
+        await c.init_producer_id(TID, 60_000, None)
+        await c.add_partitions(TID, 100, 0, PARTS)
+        log.release.clear()
+        call = asyncio.ensure_future(c.init_producer_id(TID, 60_000, None))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        log.release.set()
+        await settle(c, TxnState.COMPLETE_ABORT)
+        assert [(pid, epoch, commit) for pid, epoch, _, commit, _ in markers.written] == \
+            [(100, 1, False)]
+        await c.stop()
+
+    asyncio.run(scenario())
+
+
 class GatedMarkers(Markers):
     """Markers written only once ``release`` is set."""
 
