@@ -45,6 +45,7 @@ from strand.client.structs import PreparedTransaction, TopicPartition
 from strand.client.transactions import ProducerState, TransactionDescription, TransactionListing
 from strand.consumer.protocol import ProtocolError, decode_assignment
 from strand.errors import ErrorCode, InvalidRequestError, RequestTimedOutError, error_for
+from strand.security.tls import ClientTls
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
@@ -210,13 +211,16 @@ class Admin:
     """Administers topics through a gateway; see the module docstring."""
 
     def __init__(self, bootstrap: str | None = None, *, request_timeout_ms: float = 30_000,
-                 client_id: str | None = None) -> None:
+                 client_id: str | None = None, security_protocol: str = "PLAINTEXT",
+                 ssl_cafile: str | None = None, ssl_certfile: str | None = None,
+                 ssl_keyfile: str | None = None) -> None:
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
         self.client_id = client_id or f"strand-admin-{next(_ids)}"
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.request_timeout_ms = request_timeout_ms
-        self._channel = open_channel(self.bootstrap, self.client_id)
+        tls = ClientTls.from_settings(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
+        self._channel = open_channel(self.bootstrap, self.client_id, tls)
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
         self._closed = False
 

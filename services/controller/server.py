@@ -44,6 +44,7 @@ from strand.cluster.etcd import (
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
+from strand.security.tls import ServiceTls
 from strand.service.aio import wait_event
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
@@ -65,6 +66,7 @@ class ControllerSettings:
     controller_id: str
     lease_ttl: int = 5
     metrics_port: int = 0
+    tls: ServiceTls | None = None  # None: plaintext listener and calls
     preferred_leader_interval_s: float = 30.0
     limits: RequestLimits = field(default_factory=RequestLimits)
 
@@ -310,7 +312,7 @@ class ControllerProcess:
         await watcher.start()
         server, health_servicer = new_server()
         controller_pb2_grpc.add_ControllerServicer_to_server(self.servicer, server)
-        await serve(server, settings.listen)
+        await serve(server, settings.listen, settings.tls)
         await set_serving(health_servicer)
         log.info("controller serving", extra={"listen": settings.listen,
                                               "controller_id": settings.controller_id})

@@ -20,12 +20,14 @@ import grpc
 from services.gateway.coordinators import ShardRouter, peer_host
 from services.gateway.scatter import NodeUnavailable, ScatterGather
 from services.gateway.txn_admin import describe_producers, write_txn_markers
+from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.errors import ErrorCode
 from strand.log.config import TOPIC_CONFIG
-from strand.service.grpc_server import GRPC_OPTIONS, new_server, serve, set_serving
+from strand.security.tls import ServiceTls
+from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2, storage_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
@@ -51,26 +53,8 @@ class GatewaySettings:
     cluster: str
     listen: str
     metrics_port: int = 0
+    tls: ServiceTls | None = None  # None: plaintext listener and calls
     max_partition_entries: int = MAX_PARTITION_ENTRIES
-
-
-class Channels:
-    """One channel per remote address, reused by every request."""
-
-    def __init__(self) -> None:
-        self._channels: dict[str, grpc.aio.Channel] = {}
-
-    def get(self, address: str) -> grpc.aio.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
-            self._channels[address] = channel
-        return channel
-
-    async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
 
 
 def _unavailable(address: str, exc: grpc.aio.AioRpcError) -> NodeUnavailable:
@@ -184,7 +168,7 @@ def _entries(request: Any) -> int:
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
-    def __init__(self, cache: MetadataCache, channels: Channels,
+    def __init__(self, cache: MetadataCache, channels: AioChannels,
                  max_partition_entries: int = MAX_PARTITION_ENTRIES) -> None:
         self.cache = cache
         self.channels = channels
@@ -453,11 +437,12 @@ class GatewayProcess:
         etcd = await connect(self.settings.etcd_endpoints)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
-        channels = Channels()
+        channels = AioChannels("gateway",
+                               self.settings.tls.client if self.settings.tls else None)
         server, health_servicer = new_server()
         gateway_pb2_grpc.add_GatewayServicer_to_server(
             GatewayServicer(self.cache, channels, self.settings.max_partition_entries), server)
-        await serve(server, self.settings.listen)
+        await serve(server, self.settings.listen, self.settings.tls)
         await set_serving(health_servicer)
         log.info("gateway serving", extra={"listen": self.settings.listen})
         try:

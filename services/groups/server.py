@@ -38,6 +38,7 @@ from strand.coordination.serving import ServedShards
 from strand.coordination.shard_log import owned_shard_log
 from strand.coordination.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode, StrandError
+from strand.security.tls import ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2, groups_pb2_grpc
 from strand.v1 import groups_pb2 as pb
@@ -60,6 +61,7 @@ class GroupsSettings:
     offsets_retention_ms: int = DEFAULT_RETENTION_MS
     offsets_retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
     metrics_port: int = 0
+    tls: ServiceTls | None = None  # None: plaintext listener and calls
 
 
 def _code(code: ErrorCode) -> Any:
@@ -350,7 +352,8 @@ class GroupsProcess:
         self.cache = MetadataCache(self.keys)
         self.servicer = GroupsServicer(self.cache)
         self.topics = CacheTopics(self.cache)
-        self.channels = AioChannels(f"groups-{settings.instance_id}")
+        self.channels = AioChannels(f"groups-{settings.instance_id}",
+                                    settings.tls.client if settings.tls else None)
         self.verifier = CoordinatorTxnVerifier(
             self.cache, f"group coordinator {settings.instance_id}", self.channels.get)
         self._stopping = asyncio.Event()
@@ -367,7 +370,7 @@ class GroupsProcess:
         await watcher.start()
         server, health_servicer = new_server()
         groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(self.servicer, server)
-        await serve(server, settings.listen)
+        await serve(server, settings.listen, settings.tls)
         self.ownership = ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
@@ -394,7 +397,7 @@ class GroupsProcess:
 
     async def _own(self, ownership: ShardOwnership) -> None:
         await ensure_internal_topic(self.cache, GROUP_TOPIC, self.settings.shards,
-                                    self._stopping)
+                                    self._stopping, self.channels.tls)
         if not self._stopping.is_set():
             await ownership.run()
 

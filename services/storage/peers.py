@@ -18,6 +18,7 @@ from services.storage.isr import IsrAnswer, IsrProposal
 from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.errors import ErrorCode, LeaderNotAvailableError, NotControllerError, error_for
+from strand.security.tls import ClientTls
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc, storage_pb2, storage_pb2_grpc
 
@@ -28,10 +29,10 @@ FETCH_TIMEOUT_MARGIN_S = 10.0
 
 
 class PeerClients:
-    def __init__(self, cache: MetadataCache, node_id: int) -> None:
+    def __init__(self, cache: MetadataCache, node_id: int, tls: ClientTls | None = None) -> None:
         self.cache = cache
         self.node_id = node_id
-        self.channels = AioChannels(f"storage-{node_id}")
+        self.channels = AioChannels(f"storage-{node_id}", tls)
         self.channel = self.channels.get
 
     async def close(self) -> None:

@@ -42,6 +42,7 @@ from strand.cluster.keys import KeySpace
 from strand.cluster.model import BrokerRegistration
 from strand.cluster.transaction_calls import CoordinatorTxnVerifier
 from strand.coordination.txn_verifier import TxnVerifier
+from strand.security.tls import ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import storage_pb2, storage_pb2_grpc
@@ -67,6 +68,7 @@ class StorageSettings:
     io_threads: int = 8
     shutdown_grace_s: float = 5.0
     metrics_port: int = 0
+    tls: ServiceTls | None = None  # None: plaintext listener and calls
     replica_lag_time_max_ms: float = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     controlled_shutdown_timeout_s: float = 30.0
     reassignment_throttle_bytes_per_s: float = DEFAULT_THROTTLE_BYTES_PER_S
@@ -244,7 +246,8 @@ class StorageProcess:
         disk = DiskExecutor(settings.io_threads)
         manager = ReplicaManager(settings.node_id, settings.data_dir, self.cache, disk,
                                  replica_lag_time_max_ms=settings.replica_lag_time_max_ms)
-        peers = PeerClients(self.cache, settings.node_id)
+        peers = PeerClients(self.cache, settings.node_id,
+                            settings.tls.client if settings.tls else None)
         fetchers = ReplicaFetchers(
             manager, disk, peers,
             throttle_bytes_per_s=settings.reassignment_throttle_bytes_per_s)
@@ -270,7 +273,7 @@ class StorageProcess:
         try:
             await watcher.start()
             await manager.start()
-            await serve(server, settings.listen)
+            await serve(server, settings.listen, settings.tls)
             registrar.start()
             await _first_of(registrar.registered.wait(), self._stopping.wait())
             maintenance_task = asyncio.create_task(maintenance.run(), name="log-maintenance")

@@ -51,6 +51,7 @@ from strand.errors import (
     InvalidTransactionTimeoutError,
     UnknownTopicOrPartitionError,
 )
+from strand.security.tls import ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2, transactions_pb2_grpc
 from strand.v1 import transactions_pb2 as pb
@@ -75,6 +76,7 @@ class TransactionsSettings:
     id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS
     expiration_interval_ms: int = DEFAULT_EXPIRATION_INTERVAL_MS
     metrics_port: int = 0
+    tls: ServiceTls | None = None  # None: plaintext listener and calls
 
 
 def _code(code: ErrorCode) -> Any:
@@ -240,7 +242,8 @@ class TransactionsProcess:
         self.cache = MetadataCache(self.keys)
         # The process's channels (to the gateway for its shard writes, to the storage
         # nodes and group coordinators for markers), closed on shutdown.
-        self.channels = AioChannels(f"txn-coordinator-{settings.instance_id}")
+        self.channels = AioChannels(f"txn-coordinator-{settings.instance_id}",
+                                    settings.tls.client if settings.tls else None)
         self.markers = (markers if markers is not None
                         else LeaderMarkerWriter(
                             StorageMarkerWriter(self.cache, self.channels.get),
@@ -261,7 +264,8 @@ class TransactionsProcess:
             raise CoordinatorNotAvailableError(
                 f"transaction coordinator {self.settings.instance_id!r} is not registered "
                 "in etcd yet, so it cannot be granted producer ids; retry")
-        return await allocate_producer_ids(self.cache, self.settings.instance_id, epoch)
+        return await allocate_producer_ids(self.cache, self.settings.instance_id, epoch,
+                                           tls=self.channels.tls)
 
     async def run(self) -> None:
         settings = self.settings
@@ -270,7 +274,7 @@ class TransactionsProcess:
         await watcher.start()
         server, health_servicer = new_server()
         transactions_pb2_grpc.add_TransactionsServicer_to_server(self.servicer, server)
-        await serve(server, settings.listen)
+        await serve(server, settings.listen, settings.tls)
         self.ownership = ShardOwnership(
             etcd, self.keys, self.cache,
             CoordinatorRecord(settings.instance_id, settings.advertise),
@@ -293,7 +297,7 @@ class TransactionsProcess:
 
     async def _own(self, ownership: ShardOwnership) -> None:
         await ensure_internal_topic(self.cache, TRANSACTION_TOPIC, self.settings.shards,
-                                    self._stopping)
+                                    self._stopping, self.channels.tls)
         if not self._stopping.is_set():
             await ownership.run()
 

@@ -222,11 +222,20 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     return Subscription(assign={t: tuple(sorted(p)) for t, p in assign.items()})
 
 
+_TLS_SETTINGS = frozenset(f"{CLIENT_PREFIX}{name}" for name in (
+    "security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile"))
+
+
 def _refuse_unknown(options: Mapping[str, str], known: Iterable[str], doing: str,
                     also: str) -> None:
     """Kafka-only options by name, then any other option the data source does not know
     (``strand.<setting>`` goes to the SDK client)."""
     _refuse_kafka_only(options)
+    tls = sorted(name for name in options if name in _TLS_SETTINGS)
+    if tls:
+        raise OptionError(f"option {tls[0]}: the strand data source and the Spark jobs do "
+                          "not speak TLS yet (their Admin calls are plaintext); use them "
+                          "with a cluster whose gateway serves plaintext")
     known = set(known)
     for name in options:
         if name not in known and not name.startswith(CLIENT_PREFIX):

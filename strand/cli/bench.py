@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors
+from strand.cli.common import bootstrap, err, friendly_errors, security
 from strand.cli.produce import ACKS, IDEMPOTENCE_HELP, check_idempotence, parse_acks
 from strand.client.structs import TopicPartition
 
@@ -90,7 +90,7 @@ def bench_produce(ctx: click.Context, topic: str, records: int, record_size: int
     latencies: list[float] = []
     failures: list[BaseException] = []
     commits: list[float] = []
-    with Producer(bootstrap(ctx), acks=parse_acks(acks), batch_size=batch_size,
+    with Producer(bootstrap(ctx), **security(ctx), acks=parse_acks(acks), batch_size=batch_size,
                   linger_ms=linger_ms, enable_idempotence=idempotence,
                   transactional_id=transactional_id,
                   compression_type=None if compression == "none" else compression) as producer:
@@ -163,7 +163,7 @@ def bench_consume(ctx: click.Context, topic: str, records: int, as_json: bool) -
     from strand.consumer import Consumer
 
     consumed = total_bytes = 0
-    with Consumer(bootstrap(ctx)) as consumer:
+    with Consumer(bootstrap(ctx), **security(ctx)) as consumer:
         tps = [TopicPartition(topic, p) for p in consumer.partitions_for(topic)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)

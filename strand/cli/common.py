@@ -19,6 +19,7 @@ from strand.client.bootstrap import (
     resolve_bootstrap,
 )
 from strand.errors import NetworkError, StrandError, UnknownTopicOrPartitionError
+from strand.security.settings import ClientTlsSettings, TlsError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -103,6 +104,26 @@ def bootstrap(ctx: click.Context) -> str:
     return gateway(ctx).address
 
 
+def client_security(tls: bool, ca: str | None, cert: str | None,
+                    key: str | None) -> ClientTlsSettings:
+    """The SDK clients' TLS settings from the global --tls* options (checked when a
+    client is made: a command that does not connect never reads the files)."""
+    settings = ClientTlsSettings()
+    if tls or ca or cert or key:
+        settings["security_protocol"] = "SSL"
+    for name, value in (("ssl_cafile", ca), ("ssl_certfile", cert), ("ssl_keyfile", key)):
+        if value:
+            settings[name] = value  # type: ignore[literal-required]
+    return settings
+
+
+def security(ctx: click.Context) -> ClientTlsSettings:
+    """The TLS settings every client of the command is made with."""
+    obj = ctx.find_root().obj
+    found = obj.get("security") if isinstance(obj, dict) else None
+    return found if isinstance(found, dict) else ClientTlsSettings()  # type: ignore[return-value]
+
+
 def _unreachable(where: Gateway, why: str) -> click.ClickException:
     return click.ClickException(
         f"cannot connect to the gateway at {where.address} (from {where.source}): {why}; "
@@ -132,6 +153,8 @@ def friendly_errors(func: F) -> F:
             raise click.ClickException(f"{exc.code.name}: {exc}") from exc
         except StrandError as exc:
             raise click.ClickException(f"{exc.code.name}: {exc}") from exc
+        except TlsError as exc:
+            raise click.ClickException(f"TLS: {exc}") from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -148,8 +171,13 @@ def connect(ctx: click.Context, timeout_ms: float | None = None) -> str:
                   f"retrying for up to {budget / 1000:g} s…")
 
     from strand.client.channel import wait_for_gateway  # gRPC: only for commands that connect
+    from strand.security.tls import ClientTls
 
-    if not wait_for_gateway(where.address, budget / 1000, retrying):
+    try:
+        tls = ClientTls.from_settings(**security(ctx))
+    except TlsError as exc:
+        raise click.ClickException(f"TLS: {exc}") from exc
+    if not wait_for_gateway(where.address, budget / 1000, retrying, tls):
         raise _unreachable(where, f"no connection within {budget / 1000:g} s")
     return where.address
 
@@ -164,7 +192,7 @@ def await_topic(ctx: click.Context, topic: str, timeout_ms: float | None,
     start = time.monotonic()
     address = connect(ctx, timeout_ms)
     said = False
-    with Admin(address) as admin:
+    with Admin(address, **security(ctx)) as admin:
         while True:
             try:
                 admin.describe_topics([topic])

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, print_table
+from strand.cli.common import bootstrap, err, friendly_errors, print_table, security
 from strand.cli.offset_reset import (
     PartitionReset,
     ResetError,
@@ -18,6 +18,7 @@ from strand.cli.offset_reset import (
 )
 from strand.client.structs import TopicPartition
 from strand.errors import UnknownTopicOrPartitionError
+from strand.security.settings import ClientTlsSettings
 
 if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
     from strand.admin import Admin
@@ -40,7 +41,7 @@ def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
     """Every consumer group with its state."""
     from strand.admin import Admin
 
-    with Admin(bootstrap(ctx)) as admin:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
         groups = admin.list_groups(timeout_ms)
     if as_json:
         click.echo(json.dumps([{"group": g.group_id, "state": g.state} for g in groups]))
@@ -49,8 +50,8 @@ def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
         click.echo(f"{listing.group_id}\t{listing.state}")
 
 
-def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
-              ) -> tuple[list[dict[str, Any]], Any]:
+def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str,
+              tls: ClientTlsSettings) -> tuple[list[dict[str, Any]], Any]:
     from strand.consumer import Consumer
 
     description = admin.describe_group(group_id)
@@ -59,7 +60,7 @@ def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str
     partitions = sorted(set(committed) | set(owner))
     ends: dict[TopicPartition, int] = {}
     if partitions:
-        with Consumer(bootstrap_address) as consumer:
+        with Consumer(bootstrap_address, **tls) as consumer:
             ends = consumer.end_offsets(partitions)
     rows = []
     for tp in partitions:
@@ -87,8 +88,8 @@ def describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
 
     from strand.admin import Admin
 
-    with Admin(bootstrap(ctx)) as admin:
-        rows, description = _lag_rows(admin, bootstrap(ctx), group_id)
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+        rows, description = _lag_rows(admin, bootstrap(ctx), group_id, security(ctx))
     if as_json:
         click.echo(json.dumps({
             "group": group_id, "state": description.state,
@@ -208,7 +209,8 @@ def reset_offsets(ctx: click.Context, group_id: str, topics: tuple[str, ...], al
     spec = _reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
     if dry_run and execute:
         raise click.UsageError("give --dry-run or --execute, not both")
-    with Admin(bootstrap(ctx)) as admin, Consumer(bootstrap(ctx)) as consumer:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin, \
+            Consumer(bootstrap(ctx), **security(ctx)) as consumer:
         partitions = _scope(consumer, admin, group_id, topics, all_topics)
         committed = admin.list_group_offsets(group_id)
         starts = consumer.beginning_offsets(partitions)
@@ -259,6 +261,6 @@ def delete(ctx: click.Context, group_id: str) -> None:
     """Delete GROUP_ID and its committed offsets (the group must have no members)."""
     from strand.admin import Admin
 
-    with Admin(bootstrap(ctx)) as admin:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
         admin.delete_group(group_id)
     err.print(f"deleted group {group_id}")

@@ -13,6 +13,8 @@ import importlib
 
 import click
 
+from strand.cli.common import client_security
+
 # name → ("module:attribute", the command's short help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("strand.cli.bench:bench",
@@ -77,10 +79,21 @@ class LazyGroup(click.Group):
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--bootstrap", envvar="STRAND_BOOTSTRAP", default=None, metavar="HOST:PORT",
               help="a gateway address (default: the local dev cluster)")
+@click.option("--tls", is_flag=True, envvar="STRAND_TLS",
+              help="TLS to the gateway, verified with the system's CAs unless --tls-ca "
+                   "(implied by any --tls-* file)")
+@click.option("--tls-ca", envvar="STRAND_TLS_CA", default=None, metavar="PEM",
+              help="the CA bundle the gateway's certificate chains to")
+@click.option("--tls-cert", envvar="STRAND_TLS_CERT", default=None, metavar="PEM",
+              help="this client's certificate (mutual TLS), with --tls-key")
+@click.option("--tls-key", envvar="STRAND_TLS_KEY", default=None, metavar="PEM",
+              help="the key of --tls-cert")
 @click.pass_context
-def cli(ctx: click.Context, bootstrap: str | None) -> None:
+def cli(ctx: click.Context, bootstrap: str | None, tls: bool, tls_ca: str | None,
+        tls_cert: str | None, tls_key: str | None) -> None:
     """Strand: a partitioned, replicated, durable commit log."""
-    ctx.obj = {"bootstrap": bootstrap}
+    ctx.obj = {"bootstrap": bootstrap,
+               "security": client_security(tls, tls_ca, tls_cert, tls_key)}
 
 
 def main() -> None:

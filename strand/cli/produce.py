@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 import click
 
-from strand.cli.common import await_topic, bootstrap, err, friendly_errors
+from strand.cli.common import await_topic, bootstrap, err, friendly_errors, security
 from strand.cli.formats import InputFormat, OutputFormat, parse_header_option
 from strand.cli.input_lines import input_lines
 from strand.cli.stopping import Stopper
@@ -156,13 +156,13 @@ def produce(ctx: click.Context, topic: str, key_separator: str | None,
         "enable_idempotence": idempotence,
         "compression_type": None if compression == "none" else compression}
     if transactional_id is not None:
-        with Producer(bootstrap(ctx), transactional_id=transactional_id,
+        with Producer(bootstrap(ctx), **security(ctx), transactional_id=transactional_id,
                       transaction_timeout_ms=transaction_timeout_ms, **settings) as producer:
             _produce_transactions(ctx, producer, topic, send, failures, transaction_records)
         return
     lines = 0
     interrupted = False
-    with Producer(bootstrap(ctx), **settings) as producer:
+    with Producer(bootstrap(ctx), **security(ctx), **settings) as producer:
         try:
             for raw in input_lines():
                 lines += 1
@@ -299,7 +299,7 @@ def consume(ctx: click.Context, topic: str, from_beginning: bool,
         raise click.UsageError("--auto-offset-reset is for --group (else: --from-beginning)")
     await_topic(ctx, topic, None if follow else timeout_ms, "--timeout-ms")
     out = sys.stdout.buffer
-    with Consumer(bootstrap(ctx), isolation_level=isolation) as consumer, \
+    with Consumer(bootstrap(ctx), **security(ctx), isolation_level=isolation) as consumer, \
             Stopper(consumer) as stopper:
         partitions = consumer.partitions_for(topic)
         tps = [TopicPartition(topic, p) for p in partitions
@@ -370,7 +370,7 @@ def _consume_in_group(ctx: click.Context, topic: str, group_id: str,
     await_topic(ctx, topic, idle_timeout_ms, "--idle-timeout-ms")
     out = sys.stdout.buffer
     seen = 0
-    with Consumer(bootstrap(ctx), group_id=group_id, auto_offset_reset=reset,
+    with Consumer(bootstrap(ctx), **security(ctx), group_id=group_id, auto_offset_reset=reset,
                   auto_commit_interval_ms=1000, isolation_level=isolation) as consumer:
         with Stopper(consumer, idle_timeout_ms, started) as stopper:
             consumer.subscribe([topic])

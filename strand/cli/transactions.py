@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, print_table
+from strand.cli.common import bootstrap, err, friendly_errors, print_table, security
 
 if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
     from strand.admin import Admin
@@ -60,7 +60,7 @@ def list_(ctx: click.Context, states: tuple[str, ...], producer_ids: tuple[int, 
     """Every transactional id with its producer id and state."""
     from strand.admin import Admin
 
-    with Admin(bootstrap(ctx)) as admin:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
         listed = admin.list_transactions(states, producer_ids, duration_filter)
     if as_json:
         _json([{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
@@ -80,7 +80,7 @@ def describe(ctx: click.Context, transactional_id: str, as_json: bool) -> None:
     transaction."""
     from strand.admin import Admin
 
-    with Admin(bootstrap(ctx)) as admin:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
         (found,) = admin.describe_transactions([transactional_id])
     now = int(time.time() * 1000)
     duration = None if found.start_time_ms is None else now - found.start_time_ms
@@ -125,7 +125,7 @@ def describe_producers(ctx: click.Context, topic: str, partition: int, as_json: 
     timestamp, and the start offset of an open transaction."""
     from strand.admin import Admin
 
-    with Admin(bootstrap(ctx)) as admin:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
         producers = next(iter(admin.describe_producers([(topic, partition)]).values()))
     if as_json:
         _json([_producer_json(p) for p in producers])
@@ -191,7 +191,7 @@ def find_hanging(ctx: click.Context, broker_id: int | None, topic: str | None,
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
     now = int(time.time() * 1000)
-    with Admin(bootstrap(ctx)) as admin:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
         found = find_hanging_transactions(
             admin, _partitions_to_search(admin, topic, partition, broker_id),
             max_transaction_timeout * 60_000, now)
@@ -235,7 +235,7 @@ def abort(ctx: click.Context, topic: str, partition: int, start_offset: int | No
         raise click.UsageError("identify the transaction by --start-offset, or by "
                                "--producer-id, --producer-epoch and --coordinator-epoch "
                                "(not both)")
-    with Admin(bootstrap(ctx)) as admin:
+    with Admin(bootstrap(ctx), **security(ctx)) as admin:
         if start_offset is not None:
             pid, epoch, coordinator = _by_start_offset(admin, topic, partition, start_offset)
         else:

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from strand.errors import ErrorCode, NetworkError, RequestTimedOutError, StrandError, error_for
+from strand.security.tls import ClientTls
 from strand.version import VERSION
 
 __all__ = [
@@ -86,28 +87,38 @@ def channel_options(client_id: str | None = None) -> list[tuple[str, Any]]:
     ]
 
 
-def open_channel(address: str, client_id: str | None = None) -> grpc.Channel:
-    """A blocking-API channel (Consumer, Admin)."""
-    return grpc.insecure_channel(address, options=channel_options(client_id))
+def open_channel(address: str, client_id: str | None = None,
+                 tls: ClientTls | None = None) -> grpc.Channel:
+    """A blocking-API channel (Consumer, Admin); TLS with ``tls``."""
+    options = channel_options(client_id)
+    if tls is None:
+        return grpc.insecure_channel(address, options=options)
+    return grpc.secure_channel(address, tls.credentials(), options=options)
 
 
-def open_aio_channel(address: str, client_id: str | None = None) -> grpc.aio.Channel:
+def open_aio_channel(address: str, client_id: str | None = None,
+                     tls: ClientTls | None = None) -> grpc.aio.Channel:
     """An asyncio channel (the producer's sender); create it inside its event loop."""
-    return grpc.aio.insecure_channel(address, options=channel_options(client_id))
+    options = channel_options(client_id)
+    if tls is None:
+        return grpc.aio.insecure_channel(address, options=options)
+    return grpc.aio.secure_channel(address, tls.credentials(), options=options)
 
 
 class AioChannels:
     """One asyncio channel per address, reused by every call (a service's channels to
     its peers); :meth:`close` closes them all."""
 
-    def __init__(self, client_id: str | None = None) -> None:
+    def __init__(self, client_id: str | None = None, tls: ClientTls | None = None) -> None:
         self.client_id = client_id
+        self.tls = tls
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def get(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = open_aio_channel(address, self.client_id)
+            channel = self._channels[address] = open_aio_channel(address, self.client_id,
+                                                                 self.tls)
         return channel
 
     async def close(self) -> None:
@@ -118,12 +129,13 @@ class AioChannels:
 
 
 def wait_for_gateway(address: str, timeout_s: float,
-                     on_retry: Callable[[], None] | None = None) -> bool:
+                     on_retry: Callable[[], None] | None = None,
+                     tls: ClientTls | None = None) -> bool:
     """Whether a connection to the gateway at ``address`` is up within ``timeout_s``
     (gRPC retries meanwhile, backing off as ``channel_options`` says). ``on_retry``
     is called once, from gRPC's thread, when a first attempt has failed: a tool can
     say what it is waiting for instead of staying silent."""
-    channel = open_channel(address)
+    channel = open_channel(address, tls=tls)
     failed_once = threading.Event()
 
     def watch(state: grpc.ChannelConnectivity) -> None:

@@ -14,9 +14,11 @@ import logging
 
 import grpc
 
+from strand.client.channel import open_aio_channel
 from strand.cluster.cache import MetadataCache
 from strand.cluster.model import ProducerIdsBlock
 from strand.errors import ErrorCode, RequestTimedOutError, error_for
+from strand.security.tls import ClientTls
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc
 
@@ -32,8 +34,8 @@ _UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
 
 
 async def allocate_producer_ids(cache: MetadataCache, coordinator_id: str,
-                                coordinator_epoch: int,
-                                timeout_s: float = 30.0) -> ProducerIdsBlock:
+                                coordinator_epoch: int, timeout_s: float = 30.0,
+                                tls: ClientTls | None = None) -> ProducerIdsBlock:
     """A new block of producer ids for the coordinator instance ``coordinator_id``,
     registered under lease ``coordinator_epoch``; retries while there is no active
     controller or it is changing, up to ``timeout_s`` (then RequestTimedOutError).
@@ -49,7 +51,7 @@ async def allocate_producer_ids(cache: MetadataCache, coordinator_id: str,
             await cache.wait_changed(min(remaining, RETRY_S * 4))
             continue
         try:
-            async with grpc.aio.insecure_channel(controller.address) as channel:
+            async with open_aio_channel(controller.address, tls=tls) as channel:
                 response = await controller_pb2_grpc.ControllerStub(channel).AllocateProducerIds(
                     request, timeout=min(remaining, CALL_TIMEOUT_S))
         except grpc.aio.AioRpcError as exc:
@@ -69,7 +71,7 @@ async def allocate_producer_ids(cache: MetadataCache, coordinator_id: str,
 
 
 async def ensure_internal_topic(cache: MetadataCache, name: str, partitions: int,
-                                stopping: asyncio.Event) -> None:
+                                stopping: asyncio.Event, tls: ClientTls | None = None) -> None:
     """Ask the active controller for the internal topic ``name`` until the cache shows
     it (or ``stopping`` is set). The controller creates it compacted and replicated
     like Kafka's offsets topic; an existing topic keeps its partition count."""
@@ -77,7 +79,7 @@ async def ensure_internal_topic(cache: MetadataCache, name: str, partitions: int
         controller = cache.controller
         if controller is not None and cache.brokers:
             try:
-                async with grpc.aio.insecure_channel(controller.address) as channel:
+                async with open_aio_channel(controller.address, tls=tls) as channel:
                     result = await controller_pb2_grpc.ControllerStub(channel) \
                         .EnsureInternalTopic(pb_ctl.EnsureInternalTopicRequest(
                             name=name, partitions=partitions), timeout=CALL_TIMEOUT_S)

@@ -63,6 +63,7 @@ from strand.errors import (
     RequestTimedOutError,
     StrandError,
 )
+from strand.security.tls import ClientTls
 
 __all__ = ["Consumer"]
 
@@ -127,6 +128,10 @@ class Consumer:
         heartbeat_interval_ms: int = 3_000,
         max_poll_interval_ms: int = 300_000,
         partition_assignment_strategy: tuple[str, ...] = ("range", "cooperative-sticky"),
+        security_protocol: str = "PLAINTEXT",
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
@@ -158,7 +163,8 @@ class Consumer:
         self.consumer_timeout_ms = consumer_timeout_ms
         self._metadata = MetadataCache(max_age_ms=metadata_max_age_ms,
                                        refresh_backoff_ms=retry_backoff_ms)
-        self._channel = open_channel(self.bootstrap, self.client_id)
+        tls = ClientTls.from_settings(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
+        self._channel = open_channel(self.bootstrap, self.client_id, tls)
         self._topics = TopicMetadata(self._channel, self.bootstrap, self._metadata,
                                      request_timeout_ms)
         # What is assigned and where each partition stands: shared with the fetcher,

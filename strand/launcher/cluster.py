@@ -17,11 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from strand.launcher import etcd_reads, probes
 from strand.launcher.process import EtcdServer, Launch, Process, ServiceProcess, stop_in_order
 from strand.launcher.system import free_port, wait_until
+
+if TYPE_CHECKING:
+    from strand.security.tls import ServiceTls
 
 P = TypeVar("P", bound=Process)
 
@@ -64,6 +67,9 @@ class ClusterSpec:
     healthy_timeout: float = 60.0  # s, for each service to serve
     registered_timeout: float = 30.0  # s, for every storage node to register
     settled_timeout: float = 60.0  # s, for the coordinators to settle their shards
+    # TLS on every listener and call between the services (None: plaintext); the
+    # launcher's own checks and clients use its client side.
+    tls: ServiceTls | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -114,8 +120,16 @@ class Cluster:
 
     @property
     def common(self) -> list[str]:
-        """The arguments every service gets: where etcd is, which cluster."""
-        return ["--etcd", self.etcd.endpoint, "--cluster", self.spec.name]
+        """The arguments every service gets: where etcd is, which cluster, its TLS."""
+        args = ["--etcd", self.etcd.endpoint, "--cluster", self.spec.name]
+        tls = self.spec.tls
+        if tls is not None:
+            args += ["--tls-cert", str(tls.server.cert), "--tls-key", str(tls.server.key)]
+            if tls.server.ca is not None:
+                args += ["--tls-ca", str(tls.server.ca)]
+            if tls.server.require_client_cert:
+                args += ["--tls-client-auth", "required"]
+        return args
 
     def data_dir(self, node: int) -> Path:
         return self.spec.directory / self.spec.data_dir.format(node=node)
@@ -173,7 +187,8 @@ class Cluster:
                  *args: str) -> ServiceProcess:
         return self._adopt(ServiceProcess(
             name, [*self.common, *args], self.spec.log_dir / f"{process_id}.log",
-            port or self.unused_port(), id=process_id, launch=self.spec.launch))
+            port or self.unused_port(), id=process_id, launch=self.spec.launch,
+            tls=self.spec.tls.client if self.spec.tls else None))
 
     def _adopt(self, process: P) -> P:
         process.on_spawn = self._spawned
@@ -235,7 +250,8 @@ class Cluster:
         if not self.gateways:
             return
         wanted = len(self.storage)
-        wait_until(lambda: probes.registered_brokers(self.bootstrap) >= wanted,
+        tls = self.spec.tls.client if self.spec.tls else None
+        wait_until(lambda: probes.registered_brokers(self.bootstrap, tls=tls) >= wanted,
                    timeout or self.spec.registered_timeout, "every storage node to register")
 
     def wait_coordinators_settled(self, timeout: float | None = None) -> None:

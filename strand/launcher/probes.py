@@ -14,33 +14,39 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     import grpc
 
+    from strand.security.tls import ClientTls
+
 T = TypeVar("T")
 
 
-def _ask(address: str, call: Callable[[grpc.Channel], T]) -> T | None:
-    """``call`` on a channel of its own to ``address``; None when the call fails."""
+def _ask(address: str, call: Callable[[grpc.Channel], T],
+         tls: ClientTls | None = None) -> T | None:
+    """``call`` on a channel of its own to ``address`` (TLS with ``tls``); None when
+    the call fails."""
     import grpc
 
-    with grpc.insecure_channel(address) as channel:
+    with (grpc.insecure_channel(address) if tls is None
+          else grpc.secure_channel(address, tls.credentials())) as channel:
         try:
             return call(channel)
         except grpc.RpcError:
             return None
 
 
-def healthy(address: str, timeout: float = 0.5) -> bool:
+def healthy(address: str, timeout: float = 0.5, tls: ClientTls | None = None) -> bool:
     """Whether the service at ``address`` answers its health check with SERVING."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     response = _ask(address, lambda channel: health_pb2_grpc.HealthStub(channel).Check(
-        health_pb2.HealthCheckRequest(), timeout=timeout))
+        health_pb2.HealthCheckRequest(), timeout=timeout), tls)
     return response is not None and response.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def registered_brokers(gateway: str, timeout: float = 2.0) -> int:
+def registered_brokers(gateway: str, timeout: float = 2.0,
+                       tls: ClientTls | None = None) -> int:
     """How many storage nodes the gateway's metadata lists (0 when it does not answer)."""
     from strand.v1 import common_pb2, gateway_pb2_grpc
 
     response = _ask(gateway, lambda channel: gateway_pb2_grpc.GatewayStub(channel).Metadata(
-        common_pb2.MetadataRequest(), timeout=timeout))
+        common_pb2.MetadataRequest(), timeout=timeout), tls)
     return len(response.brokers) if response is not None else 0

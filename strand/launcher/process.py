@@ -20,11 +20,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from strand.launcher import probes
 from strand.launcher.signals import with_death_signal
 from strand.launcher.system import LOCALHOST, alive, free_port, port_open, wait_until
+
+if TYPE_CHECKING:
+    from strand.security.tls import ClientTls
 
 REPO = Path(__file__).resolve().parents[2]  # holds strand/ and services/
 # The order in which a cluster stops: clients of the storage nodes first, storage
@@ -252,11 +255,12 @@ class ServiceProcess(Process):
 
     def __init__(self, name: str, args: Sequence[str], log_path: Path,
                  listen_port: int | None = None, *, id: str | None = None,
-                 launch: Launch | None = None) -> None:
+                 launch: Launch | None = None, tls: ClientTls | None = None) -> None:
         super().__init__(id or name, name, log_path, launch or Launch())
         self.name = name
         self.args = list(args)
         self.listen_port = listen_port or free_port()
+        self.tls = tls  # how the health check reaches a TLS listener
 
     @property
     def address(self) -> str:
@@ -267,4 +271,4 @@ class ServiceProcess(Process):
                 *self.args]
 
     def serving(self) -> bool:
-        return probes.healthy(self.address)
+        return probes.healthy(self.address, tls=self.tls)

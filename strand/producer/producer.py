@@ -80,6 +80,7 @@ from strand.producer.txn_calls import GroupMember, TxnCalls
 from strand.producer.txn_state import TxnStateMachine
 from strand.records import HEADER_SIZE, Compression, record_size
 from strand.records.record import Header
+from strand.security.tls import ClientTls
 
 __all__ = ["Producer"]
 
@@ -212,8 +213,13 @@ class Producer:
         enable_idempotence: bool | None = None,
         transactional_id: str | None = None,
         transaction_timeout_ms: int | None = None,
+        security_protocol: str = "PLAINTEXT",
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ) -> None:
         self._acks = _acks(acks)
+        tls = ClientTls.from_settings(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
         if transactional_id is not None:
             if transaction_timeout_ms is None:
                 transaction_timeout_ms = DEFAULT_TRANSACTION_TIMEOUT_MS
@@ -264,7 +270,7 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
             max_request_size=max_request_size, max_in_flight_requests=max_in_flight_requests,
             metadata_wait_ms=max_block_ms, client_id=self.client_id,
-            transactional_id=transactional_id or ""))
+            transactional_id=transactional_id or "", tls=tls))
         self._transactions: Transactions | None = None
         if isinstance(self._transaction_manager, TransactionalManager):
             assert transactional_id is not None and transaction_timeout_ms is not None

@@ -70,6 +70,7 @@ from strand.producer.transaction_manager import TransactionManager
 
 if TYPE_CHECKING:
     from strand.producer.transactional import Transactions
+from strand.security.tls import ClientTls
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
 from strand.v1 import transactions_pb2 as pb_txn
@@ -138,6 +139,7 @@ class SenderConfig:
     metadata_wait_ms: float = 60_000
     client_id: str = ""
     transactional_id: str = ""  # sent with each Produce (KIP-890 verification)
+    tls: ClientTls | None = None  # None: plaintext
 
 
 class Sender:
@@ -248,7 +250,8 @@ class Sender:
     async def _main(self) -> None:
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
-        channel = open_aio_channel(self.address, self.config.client_id or None)
+        channel = open_aio_channel(self.address, self.config.client_id or None,
+                                   self.config.tls)
         self._stub = gateway_pb2_grpc.GatewayStub(channel)
         self._produce_rpc = channel.unary_unary(
             "/strand.v1.Gateway/Produce", request_serializer=None,

@@ -9,8 +9,10 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol, TypeVar
 
+from strand.security.tls import ServiceTls, TlsError
 from strand.service.logs import setup_logging
 from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
 
@@ -44,7 +46,40 @@ def new_parser(prog: str, description: str | None, listen: str,
         parser.add_argument("--advertise", default=env("STRAND_ADVERTISE"),
                             help=f"address {advertise_for} use to reach this one "
                                  "(default: --listen)")
+    tls = parser.add_argument_group(
+        "TLS", "the listener serves TLS with --tls-cert and --tls-key, and the calls to "
+        "the other services use TLS, verified with --tls-ca, presenting this certificate "
+        "(files are followed: a rotated certificate is served without a restart)")
+    tls.add_argument("--tls-cert", default=env("STRAND_TLS_CERT"), metavar="PEM",
+                     help="this service's certificate chain, leaf first")
+    tls.add_argument("--tls-key", default=env("STRAND_TLS_KEY"), metavar="PEM",
+                     help="its private key")
+    tls.add_argument("--tls-ca", default=env("STRAND_TLS_CA"), metavar="PEM",
+                     help="the CA bundle other services' (and, with --tls-client-auth "
+                          "required, clients') certificates chain to")
+    tls.add_argument("--tls-client-auth", choices=("none", "required"),
+                     default=env("STRAND_TLS_CLIENT_AUTH", "none"),
+                     help="required: mutual TLS, a client without a certificate of the "
+                          "CA is refused (default none)")
     return parser
+
+
+def service_tls(parser: argparse.ArgumentParser, args: argparse.Namespace
+                ) -> ServiceTls | None:
+    """The service's TLS from its flags (None: plaintext); a setting that cannot work
+    stops it with exit code 2 and the reason."""
+    if not (args.tls_cert or args.tls_key):
+        if args.tls_ca or args.tls_client_auth != "none":
+            parser.error("--tls-ca and --tls-client-auth need --tls-cert and --tls-key")
+        return None
+    if not (args.tls_cert and args.tls_key):
+        parser.error("--tls-cert and --tls-key go together")
+    try:
+        return ServiceTls.from_files(
+            Path(args.tls_cert), Path(args.tls_key),
+            Path(args.tls_ca) if args.tls_ca else None, args.tls_client_auth == "required")
+    except TlsError as exc:
+        parser.error(str(exc))
 
 
 def etcd_endpoints(text: str) -> list[str]:

@@ -8,6 +8,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strand.client.channel import MAX_MESSAGE_BYTES
+from strand.security.tls import ServerTls, ServiceTls, server_credentials
 from strand.service import telemetry
 
 __all__ = ["GRPC_OPTIONS", "MAX_MESSAGE_BYTES", "new_server", "serve", "set_serving"]
@@ -27,9 +28,17 @@ def new_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     return server, health_servicer
 
 
-async def serve(server: grpc.aio.Server, listen: str) -> int:
-    """Bind ``listen`` (host:port) and start; returns the bound port."""
-    port: int = server.add_insecure_port(listen)
+async def serve(server: grpc.aio.Server, listen: str,
+                tls: ServerTls | ServiceTls | None = None) -> int:
+    """Bind ``listen`` (host:port), with TLS when ``tls`` is given (certificates
+    followed on disk), and start; returns the bound port."""
+    if isinstance(tls, ServiceTls):
+        tls = tls.server
+    if tls is not None:
+        tls.check()
+        port: int = server.add_secure_port(listen, server_credentials(tls))
+    else:
+        port = server.add_insecure_port(listen)
     if port == 0:
         raise RuntimeError(f"cannot listen on {listen}")
     await server.start()

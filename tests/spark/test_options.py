@@ -95,6 +95,8 @@ def test_client_settings_pass_through_with_their_types() -> None:
     ({**BOOT, "subscribe": "a", "strand.no_such_setting": "1"}, False,
      "no setting 'no_such_setting'"),
     ({**BOOT, "subscribe": "a", "strand.group_id": "g"}, False, "set by the data source"),
+    ({**BOOT, "subscribe": "a", "strand.security_protocol": "SSL"}, False,
+     "do not speak TLS yet"),
     ({**BOOT, "subscribe": "a", "strand.fetch_max_wait_ms": "soon"}, False, "expected a value"),
     ({"strand.bootstrap": "nohost", "subscribe": "a"}, False, "host:port"),
 ])

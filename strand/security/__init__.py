@@ -1,0 +1,1 @@
+"""Transport security shared by the services, the SDK and the launcher."""

@@ -1,0 +1,25 @@
+"""The plain parts of the TLS settings (no gRPC: the CLI builds them before it knows
+whether a command connects at all): Kafka's client setting names and the error of
+a setting that cannot work."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+__all__ = ["SECURITY_PROTOCOLS", "ClientTlsSettings", "TlsError"]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+
+
+class ClientTlsSettings(TypedDict, total=False):
+    """Kafka's names for a client's TLS settings (the SDK clients' keywords)."""
+
+    security_protocol: str
+    ssl_cafile: str
+    ssl_certfile: str
+    ssl_keyfile: str
+
+
+class TlsError(ValueError):
+    """A TLS setting that cannot work: a missing or unreadable file, a key that is not
+    its certificate's, a certificate without its key."""
