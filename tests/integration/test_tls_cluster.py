@@ -41,6 +41,14 @@ def secured() -> ClientTlsSettings:
     return client_tls("client").as_settings()
 
 
+def new_topic(cluster: Cluster, name: str) -> str:
+    """A new topic (2 partitions, RF 2) named ``name``-<random>, created over TLS."""
+    topic = unique(name)
+    with Admin(cluster.bootstrap, **secured()) as admin:
+        admin.create_topics([NewTopic(topic, 2, 2)])
+    return topic
+
+
 def read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
     values: list[bytes] = []
     with Consumer(bootstrap, group_id=unique("tls-readers"), auto_offset_reset="earliest",
@@ -58,9 +66,7 @@ def read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
 def test_produce_transactions_and_a_group_over_mutual_tls(
         tls_cluster: tuple[Cluster, Path]) -> None:
     cluster, _ = tls_cluster
-    topic = unique("tls")
-    with Admin(cluster.bootstrap, **secured()) as admin:
-        admin.create_topics([NewTopic(topic, 2, 2)])
+    topic = new_topic(cluster, "tls")
     with Producer(cluster.bootstrap, **secured()) as producer:
         for i in range(50):
             producer.send(topic, value=f"plain-{i}".encode())
@@ -92,9 +98,7 @@ def test_plaintext_and_strangers_are_refused(tls_cluster: tuple[Cluster, Path]) 
 def test_rotated_certificates_are_served_under_a_running_producer(
         tls_cluster: tuple[Cluster, Path]) -> None:
     cluster, certs = tls_cluster
-    topic = unique("tls-rotation")
-    with Admin(cluster.bootstrap, **secured()) as admin:
-        admin.create_topics([NewTopic(topic, 2, 2)])
+    topic = new_topic(cluster, "tls-rotation")
     assert presented_name(cluster.bootstrap) == "strand-service"
     failures: list[BaseException] = []
     sent = 0

@@ -6,7 +6,7 @@ in Prepare*, timeouts fencing the producer, and expired ids removed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Awaitable, Collection, Iterator, Sequence
 
 import pytest
 
@@ -248,24 +248,36 @@ class SlowLog(MemoryLog):
         await super().append(records)
 
 
+async def serving(log: SlowLog, markers: Markers) -> TxnShardCoordinator:
+    """A started coordinator over ``log`` with TID initialised (producer 100, epoch 0)."""
+    log.release.set()
+    c = coordinator(log, markers, Clock())
+    await c.load()
+    c.start()
+    await c.init_producer_id(TID, 60_000, None)
+    return c
+
+
+async def cut_short_mid_write(log: SlowLog, call: Awaitable[object]) -> None:
+    """Run ``call`` while the shard write is held, cancel it there as a client's
+    deadline would, then let the write land."""
+    log.release.clear()
+    task = asyncio.ensure_future(call)
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    log.release.set()
+
+
 def test_a_caller_that_goes_away_does_not_leave_its_change_pending() -> None:
     """A client's deadline cancels its call while the shard write is on its way: the
     write still lands and the change is applied (not left pending, which would
     answer every later call for the id "being written" for ever)."""
     async def scenario() -> None:
-        log, clock = SlowLog(), Clock()
-        log.release.set()
-        c = coordinator(log, Markers(), clock)
-        await c.load()
-        c.start()
-        await c.init_producer_id(TID, 60_000, None)
-        log.release.clear()
-        call = asyncio.ensure_future(c.add_partitions(TID, 100, 0, PARTS))
-        await asyncio.sleep(0.05)
-        call.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-        log.release.set()
+        log = SlowLog()
+        c = await serving(log, Markers())
+        await cut_short_mid_write(log, c.add_partitions(TID, 100, 0, PARTS))
         await settle(c, TxnState.ONGOING)
         metadata = c.store.get(TID)
         assert metadata is not None and metadata.partitions == set(PARTS)
@@ -283,20 +295,10 @@ def test_an_end_txn_whose_caller_goes_away_still_gets_its_markers() -> None:
     with nothing writing them, which answers the id's every InitProducerId "the
     markers are still being written" until the shard moves)."""
     async def scenario() -> None:
-        log, markers, clock = SlowLog(), Markers(), Clock()
-        log.release.set()
-        c = coordinator(log, markers, clock)
-        await c.load()
-        c.start()
-        await c.init_producer_id(TID, 60_000, None)
+        log, markers = SlowLog(), Markers()
+        c = await serving(log, markers)
         await c.add_partitions(TID, 100, 0, PARTS)
-        log.release.clear()
-        call = asyncio.ensure_future(c.end_txn(TID, 100, 0, commit=True))
-        await asyncio.sleep(0.05)
-        call.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-        log.release.set()
+        await cut_short_mid_write(log, c.end_txn(TID, 100, 0, commit=True))
         await settle(c, TxnState.COMPLETE_COMMIT)
         assert [(pid, epoch, commit) for pid, epoch, _, commit, _ in markers.written] == \
             [(100, 0, True)]
@@ -309,20 +311,10 @@ def test_an_end_txn_whose_caller_goes_away_still_gets_its_markers() -> None:
 def test_a_fence_whose_caller_goes_away_still_aborts() -> None:
     """The same for the abort a new instance's InitProducerId starts (the fence)."""
     async def scenario() -> None:
-        log, markers, clock = SlowLog(), Markers(), Clock()
-        log.release.set()
-        c = coordinator(log, markers, clock)
-        await c.load()
-        c.start()
-        await c.init_producer_id(TID, 60_000, None)
+        log, markers = SlowLog(), Markers()
+        c = await serving(log, markers)
         await c.add_partitions(TID, 100, 0, PARTS)
-        log.release.clear()
-        call = asyncio.ensure_future(c.init_producer_id(TID, 60_000, None))
-        await asyncio.sleep(0.05)
-        call.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-        log.release.set()
+        await cut_short_mid_write(log, c.init_producer_id(TID, 60_000, None))
         await settle(c, TxnState.COMPLETE_ABORT)
         assert [(pid, epoch, commit) for pid, epoch, _, commit, _ in markers.written] == \
             [(100, 1, False)]
