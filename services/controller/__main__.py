@@ -6,7 +6,7 @@ import os
 
 from services.controller.limits import PARTITIONS_FLAG, TOPICS_FLAG, RequestLimits
 from services.controller.server import ControllerProcess, ControllerSettings, new_controller_id
-from strand.service.entry import etcd_endpoints, new_parser, run_service, service_tls
+from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
 
 
 def parse_args(argv: list[str] | None = None) -> ControllerSettings:
@@ -34,7 +34,7 @@ def parse_args(argv: list[str] | None = None) -> ControllerSettings:
         etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, advertise=args.advertise or args.listen,
         controller_id=args.id, lease_ttl=args.lease_ttl, metrics_port=args.metrics_port,
-        tls=service_tls(parser, args),
+        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
         preferred_leader_interval_s=args.preferred_leader_interval,
         limits=RequestLimits(args.max_partitions, args.max_topics),
     )

@@ -44,7 +44,7 @@ from strand.cluster.etcd import (
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
-from strand.security.tls import ServiceTls
+from strand.security.tls import ClientTls, ServiceTls
 from strand.service.aio import wait_event
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
@@ -67,6 +67,7 @@ class ControllerSettings:
     lease_ttl: int = 5
     metrics_port: int = 0
     tls: ServiceTls | None = None  # None: plaintext listener and calls
+    etcd_tls: ClientTls | None = None  # None: plaintext to etcd
     preferred_leader_interval_s: float = 30.0
     limits: RequestLimits = field(default_factory=RequestLimits)
 
@@ -307,7 +308,7 @@ class ControllerProcess:
 
     async def run(self, on_ready: Callable[[], Awaitable[None]] | None = None) -> None:
         settings = self.settings
-        etcd = await connect(settings.etcd_endpoints)
+        etcd = await connect(settings.etcd_endpoints, settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
         server, health_servicer = new_server()

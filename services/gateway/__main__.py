@@ -10,7 +10,7 @@ from services.gateway.server import (
     GatewayProcess,
     GatewaySettings,
 )
-from strand.service.entry import etcd_endpoints, new_parser, run_service, service_tls
+from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
 
 
 def parse_args(argv: list[str] | None = None) -> GatewaySettings:
@@ -25,7 +25,7 @@ def parse_args(argv: list[str] | None = None) -> GatewaySettings:
     return GatewaySettings(
         etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, metrics_port=args.metrics_port,
-        tls=service_tls(parser, args),
+        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
         max_partition_entries=args.max_partition_entries)
 
 

@@ -26,7 +26,7 @@ from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
 from strand.errors import ErrorCode
 from strand.log.config import TOPIC_CONFIG
-from strand.security.tls import ServiceTls
+from strand.security.tls import ClientTls, ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2, storage_pb2_grpc
@@ -54,6 +54,7 @@ class GatewaySettings:
     listen: str
     metrics_port: int = 0
     tls: ServiceTls | None = None  # None: plaintext listener and calls
+    etcd_tls: ClientTls | None = None  # None: plaintext to etcd
     max_partition_entries: int = MAX_PARTITION_ENTRIES
 
 
@@ -434,7 +435,7 @@ class GatewayProcess:
         self._stopping = asyncio.Event()
 
     async def run(self) -> None:
-        etcd = await connect(self.settings.etcd_endpoints)
+        etcd = await connect(self.settings.etcd_endpoints, self.settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
         channels = AioChannels("gateway",

@@ -9,7 +9,7 @@ from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.server import GroupsProcess, GroupsSettings
 from strand.coordination.shards import DEFAULT_SHARDS
-from strand.service.entry import etcd_endpoints, new_parser, run_service, service_tls
+from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
 
 
 def parse_args(argv: list[str] | None = None) -> GroupsSettings:
@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         metrics_port=args.metrics_port,
-        tls=service_tls(parser, args))
+        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args))
 
 
 def main(argv: list[str] | None = None) -> None:

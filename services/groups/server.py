@@ -38,7 +38,7 @@ from strand.coordination.serving import ServedShards
 from strand.coordination.shard_log import owned_shard_log
 from strand.coordination.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode, StrandError
-from strand.security.tls import ServiceTls
+from strand.security.tls import ClientTls, ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2, groups_pb2_grpc
 from strand.v1 import groups_pb2 as pb
@@ -62,6 +62,7 @@ class GroupsSettings:
     offsets_retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
     metrics_port: int = 0
     tls: ServiceTls | None = None  # None: plaintext listener and calls
+    etcd_tls: ClientTls | None = None  # None: plaintext to etcd
 
 
 def _code(code: ErrorCode) -> Any:
@@ -365,7 +366,7 @@ class GroupsProcess:
 
     async def run(self) -> None:
         settings = self.settings
-        etcd = await connect(settings.etcd_endpoints)
+        etcd = await connect(settings.etcd_endpoints, settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
         server, health_servicer = new_server()

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from services.storage.server import StorageProcess, StorageSettings, split_host_port
-from strand.service.entry import etcd_endpoints, new_parser, run_service, service_tls
+from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
 
 
 def parse_args(argv: list[str] | None = None) -> StorageSettings:
@@ -103,7 +103,8 @@ def parse_args(argv: list[str] | None = None) -> StorageSettings:
         lease_ttl=args.lease_ttl, maintenance_interval_s=args.maintenance_interval,
         io_threads=args.io_threads, shutdown_grace_s=args.shutdown_grace,
         metrics_port=args.metrics_port,
-        tls=service_tls(parser, args), replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         controlled_shutdown_timeout_s=args.controlled_shutdown_timeout,
         reassignment_throttle_bytes_per_s=args.reassignment_throttle * 1024 * 1024,
         scrub_bytes_per_s=args.scrub_rate * 1024 * 1024, scrub_interval_s=args.scrub_interval,

@@ -42,7 +42,7 @@ from strand.cluster.keys import KeySpace
 from strand.cluster.model import BrokerRegistration
 from strand.cluster.transaction_calls import CoordinatorTxnVerifier
 from strand.coordination.txn_verifier import TxnVerifier
-from strand.security.tls import ServiceTls
+from strand.security.tls import ClientTls, ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import storage_pb2, storage_pb2_grpc
@@ -69,6 +69,7 @@ class StorageSettings:
     shutdown_grace_s: float = 5.0
     metrics_port: int = 0
     tls: ServiceTls | None = None  # None: plaintext listener and calls
+    etcd_tls: ClientTls | None = None  # None: plaintext to etcd
     replica_lag_time_max_ms: float = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     controlled_shutdown_timeout_s: float = 30.0
     reassignment_throttle_bytes_per_s: float = DEFAULT_THROTTLE_BYTES_PER_S
@@ -241,7 +242,7 @@ class StorageProcess:
         settings = self.settings
         host, port = split_host_port(settings.advertise)
         registration = BrokerRegistration(settings.node_id, host, port, settings.rack)
-        etcd = await connect(settings.etcd_endpoints)
+        etcd = await connect(settings.etcd_endpoints, settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         disk = DiskExecutor(settings.io_threads)
         manager = ReplicaManager(settings.node_id, settings.data_dir, self.cache, disk,

@@ -51,7 +51,7 @@ from strand.errors import (
     InvalidTransactionTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from strand.security.tls import ServiceTls
+from strand.security.tls import ClientTls, ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2, transactions_pb2_grpc
 from strand.v1 import transactions_pb2 as pb
@@ -77,6 +77,7 @@ class TransactionsSettings:
     expiration_interval_ms: int = DEFAULT_EXPIRATION_INTERVAL_MS
     metrics_port: int = 0
     tls: ServiceTls | None = None  # None: plaintext listener and calls
+    etcd_tls: ClientTls | None = None  # None: plaintext to etcd
 
 
 def _code(code: ErrorCode) -> Any:
@@ -269,7 +270,7 @@ class TransactionsProcess:
 
     async def run(self) -> None:
         settings = self.settings
-        etcd = await connect(settings.etcd_endpoints)
+        etcd = await connect(settings.etcd_endpoints, settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
         server, health_servicer = new_server()

@@ -23,6 +23,7 @@ from etcd3aio.watch import WatchService
 from strand.cluster.cache import MetadataCache
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
+from strand.security.tls import ClientTls, TlsError
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,26 @@ class EtcdServices:
         await self.client.close()
 
 
-async def connect(endpoints: Sequence[str]) -> EtcdServices:
-    client = Etcd3Client(list(endpoints))
+async def connect(endpoints: Sequence[str], tls: ClientTls | None = None) -> EtcdServices:
+    """A client of the etcd cluster at ``endpoints`` (TLS with ``tls``: etcd's
+    certificate verified with its CA, the client certificate presented if given)."""
+    if tls is None:
+        client = Etcd3Client(list(endpoints))
+    else:
+        ca, key, chain = _tls_files(tls)
+        client = Etcd3Client(list(endpoints), ca_cert=ca, cert_key=key, cert_chain=chain)
     await client.connect()
     assert client.kv and client.lease and client.watch
     return EtcdServices(client, client.kv, client.lease, client.watch)
+
+
+def _tls_files(tls: ClientTls) -> tuple[bytes, bytes | None, bytes | None]:
+    """The CA, key and certificate chain etcd3aio's client takes (a CA is required)."""
+    if tls.ca is None:
+        raise TlsError("TLS to etcd needs the CA bundle etcd's certificate chains to: "
+                       "give --etcd-tls-ca")
+    return (tls.ca.read_bytes(), tls.key.read_bytes() if tls.key else None,
+            tls.cert.read_bytes() if tls.cert else None)
 
 
 class LeaseKeeper:

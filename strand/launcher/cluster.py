@@ -24,7 +24,7 @@ from strand.launcher.process import EtcdServer, Launch, Process, ServiceProcess,
 from strand.launcher.system import free_port, wait_until
 
 if TYPE_CHECKING:
-    from strand.security.tls import ServiceTls
+    from strand.security.tls import ClientTls, ServiceTls
 
 P = TypeVar("P", bound=Process)
 
@@ -67,8 +67,8 @@ class ClusterSpec:
     healthy_timeout: float = 60.0  # s, for each service to serve
     registered_timeout: float = 30.0  # s, for every storage node to register
     settled_timeout: float = 60.0  # s, for the coordinators to settle their shards
-    # TLS on every listener and call between the services (None: plaintext); the
-    # launcher's own checks and clients use its client side.
+    # TLS on every listener and call between the services, and on etcd's client port
+    # (None: plaintext); the launcher's own checks and clients use its client side.
     tls: ServiceTls | None = None
 
     @property
@@ -86,7 +86,7 @@ class Cluster:
         self.etcd = self._adopt(EtcdServer(
             spec.directory / "etcd", self.unused_port(spec.etcd_port), self.unused_port(peer),
             name=spec.name, log_path=spec.log_dir / "etcd.log",
-            unsafe_no_fsync=not spec.etcd_fsync, launch=spec.launch))
+            unsafe_no_fsync=not spec.etcd_fsync, launch=spec.launch, tls=spec.tls))
         self.controllers = [self.controller_node(i) for i in range(spec.controllers)]
         self.storage = [self.storage_node(n) for n in range(1, spec.storage_nodes + 1)]
         self.gateways = [self.gateway_node(i, self.unused_port(spec.gateway_port) if i == 0
@@ -119,6 +119,11 @@ class Cluster:
         return self.gateway.address
 
     @property
+    def etcd_tls(self) -> ClientTls | None:
+        """How a client of this cluster's etcd connects (None: plaintext)."""
+        return self.spec.tls.client if self.spec.tls is not None else None
+
+    @property
     def common(self) -> list[str]:
         """The arguments every service gets: where etcd is, which cluster, its TLS."""
         args = ["--etcd", self.etcd.endpoint, "--cluster", self.spec.name]
@@ -129,6 +134,10 @@ class Cluster:
                 args += ["--tls-ca", str(tls.server.ca)]
             if tls.server.require_client_cert:
                 args += ["--tls-client-auth", "required"]
+            client = tls.client
+            args += ["--etcd-tls-ca", str(client.ca)]
+            if client.cert is not None and client.key is not None:
+                args += ["--etcd-tls-cert", str(client.cert), "--etcd-tls-key", str(client.key)]
         return args
 
     def data_dir(self, node: int) -> Path:
@@ -267,7 +276,7 @@ class Cluster:
                 continue
             wait_until(lambda running=running, transactions=transactions:  # type: ignore[misc]
                        etcd_reads.shards_settled(self.etcd.endpoint, self.spec.name, running,
-                                                 transactions),
+                                                 transactions, self.etcd_tls),
                        timeout or self.spec.settled_timeout,
                        f"the coordinators {sorted(running)} to settle their shards")
 

@@ -27,7 +27,7 @@ from strand.launcher.signals import with_death_signal
 from strand.launcher.system import LOCALHOST, alive, free_port, port_open, wait_until
 
 if TYPE_CHECKING:
-    from strand.security.tls import ClientTls
+    from strand.security.tls import ClientTls, ServiceTls
 
 REPO = Path(__file__).resolve().parents[2]  # holds strand/ and services/
 # The order in which a cluster stops: clients of the storage nodes first, storage
@@ -216,7 +216,7 @@ class EtcdServer(Process):
     def __init__(self, data_dir: Path, client_port: int | None = None,
                  peer_port: int | None = None, *, name: str = "strand",
                  log_path: Path | None = None, unsafe_no_fsync: bool = False,
-                 launch: Launch | None = None) -> None:
+                 launch: Launch | None = None, tls: ServiceTls | None = None) -> None:
         super().__init__("etcd", "etcd", log_path or data_dir.with_suffix(".log"),
                          launch or Launch())
         self.data_dir = data_dir
@@ -224,6 +224,9 @@ class EtcdServer(Process):
         self.peer_port = peer_port or free_port()
         self.name = name  # the member's name (recorded in its data)
         self.unsafe_no_fsync = unsafe_no_fsync  # tests: faster, and no durability needed
+        # Clients over TLS (its certificate, the CA of client certificates when
+        # required); the peer port stays plaintext on loopback (a single member).
+        self.tls = tls
 
     @property
     def endpoint(self) -> str:
@@ -235,12 +238,25 @@ class EtcdServer(Process):
 
     def command(self) -> list[str]:
         peer = f"http://{LOCALHOST}:{self.peer_port}"
+        scheme = "https" if self.tls is not None else "http"
         return [etcd_binary(), "--data-dir", str(self.data_dir), "--name", self.name,
-                "--listen-client-urls", f"http://{self.endpoint}",
-                "--advertise-client-urls", f"http://{self.endpoint}",
+                "--listen-client-urls", f"{scheme}://{self.endpoint}",
+                "--advertise-client-urls", f"{scheme}://{self.endpoint}",
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", f"{self.name}={peer}",
-                *(["--unsafe-no-fsync"] if self.unsafe_no_fsync else [])]
+                *(["--unsafe-no-fsync"] if self.unsafe_no_fsync else []),
+                *self._tls_flags()]
+
+    def _tls_flags(self) -> list[str]:
+        if self.tls is None:
+            return []
+        server = self.tls.server
+        flags = ["--cert-file", str(server.cert), "--key-file", str(server.key)]
+        if server.ca is not None:
+            flags += ["--trusted-ca-file", str(server.ca)]
+        if server.require_client_cert:
+            flags.append("--client-cert-auth")
+        return flags
 
     def serving(self) -> bool:
         return port_open(self.client_port)

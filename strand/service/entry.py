@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from strand.security.tls import ServiceTls, TlsError
+from strand.security.tls import ClientTls, ServiceTls, TlsError
 from strand.service.logs import setup_logging
 from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
 
@@ -61,7 +61,30 @@ def new_parser(prog: str, description: str | None, listen: str,
                      default=env("STRAND_TLS_CLIENT_AUTH", "none"),
                      help="required: mutual TLS, a client without a certificate of the "
                           "CA is refused (default none)")
+    etcd_tls = parser.add_argument_group(
+        "etcd TLS", "the etcd client uses TLS with --etcd-tls-ca, presenting --etcd-tls-cert "
+        "when etcd asks for client certificates")
+    etcd_tls.add_argument("--etcd-tls-ca", default=env("STRAND_ETCD_TLS_CA"), metavar="PEM",
+                          help="the CA bundle etcd's certificate chains to")
+    etcd_tls.add_argument("--etcd-tls-cert", default=env("STRAND_ETCD_TLS_CERT"),
+                          metavar="PEM", help="a client certificate for etcd")
+    etcd_tls.add_argument("--etcd-tls-key", default=env("STRAND_ETCD_TLS_KEY"),
+                          metavar="PEM", help="its private key")
     return parser
+
+
+def etcd_tls(parser: argparse.ArgumentParser, args: argparse.Namespace
+             ) -> ClientTls | None:
+    """The etcd client's TLS from the --etcd-tls-* flags (None: plaintext)."""
+    if not (args.etcd_tls_ca or args.etcd_tls_cert or args.etcd_tls_key):
+        return None
+    if not args.etcd_tls_ca:
+        parser.error("--etcd-tls-cert and --etcd-tls-key need --etcd-tls-ca")
+    try:
+        return ClientTls.from_settings("SSL", args.etcd_tls_ca, args.etcd_tls_cert,
+                                       args.etcd_tls_key)
+    except TlsError as exc:
+        parser.error(f"etcd TLS: {exc}")
 
 
 def service_tls(parser: argparse.ArgumentParser, args: argparse.Namespace

@@ -1,5 +1,5 @@
 """A whole cluster on mutual TLS (every listener, every call between the services,
-the SDK's clients): produce, transactions and a consumer group work end to end; a
+etcd's client port, the SDK's clients): produce, transactions and a consumer group work end to end; a
 plaintext client and a client without a certificate of the cluster's CA are refused;
 the certificates rotated on disk under a running producer are served to new
 connections without a restart and without a failed send."""
@@ -18,6 +18,7 @@ from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
 from strand.cli.main import cli
 from strand.client.channel import TransportError
 from strand.launcher import Cluster
+from strand.launcher.etcd_reads import EtcdUnreachable, etcd_range
 from strand.security.settings import ClientTlsSettings
 from tests.support.cluster import cluster_spec, unique
 from tests.support.tls import CA, cert, client_tls, key, presented_name, rotate, service_tls
@@ -167,3 +168,14 @@ def test_the_cli_speaks_tls(tls_cluster: tuple[Cluster, Path]) -> None:
                                 "--tls-cert", str(cert("client")), "--tls-key",
                                 str(key("service")), "topic", "list"])
     assert wrong.exit_code == 1 and "do not load as a pair" in wrong.output, wrong.output
+
+
+def test_etcd_serves_the_services_over_tls_only(tls_cluster: tuple[Cluster, Path]) -> None:
+    cluster, _ = tls_cluster
+    prefix = f"/strand/{cluster.spec.name}/"
+    keys = etcd_range(cluster.etcd.endpoint, prefix, prefix=True, tls=cluster.etcd_tls)
+    assert any("/brokers/" in key for key in keys), sorted(keys)[:10]
+    with pytest.raises(EtcdUnreachable):  # plaintext
+        etcd_range(cluster.etcd.endpoint, prefix, prefix=True)
+    with pytest.raises(EtcdUnreachable):  # TLS without a client certificate
+        etcd_range(cluster.etcd.endpoint, prefix, prefix=True, tls=client_tls(None))
