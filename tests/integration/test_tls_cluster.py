@@ -1,8 +1,8 @@
 """A whole cluster on mutual TLS (every listener, every call between the services,
-etcd's client port, the SDK's clients): produce, transactions and a consumer group work end to end; a
-plaintext client and a client without a certificate of the cluster's CA are refused;
-the certificates rotated on disk under a running producer are served to new
-connections without a restart and without a failed send."""
+etcd's client port, the SDK's clients): produce, transactions and a consumer group
+work end to end; a plaintext client and a client without a certificate of the
+cluster's CA are refused; the certificates rotated on disk under a running producer
+are served to new connections without a restart and without a failed send."""
 
 from __future__ import annotations
 
