@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
                              "(env STRAND_OPERATOR_HEALTH_PORT)")
     parser.add_argument("--resync-interval", type=float, default=60.0,
                         help="seconds between drift checks of each Topic (default 60)")
+    parser.add_argument("--tls-ca", default=env.get("STRAND_TLS_CA"), metavar="PEM",
+                        help="TLS to the gateway, verified with this CA bundle "
+                             "(env STRAND_TLS_CA)")
+    parser.add_argument("--tls-cert", default=env.get("STRAND_TLS_CERT"), metavar="PEM",
+                        help="the operator's certificate, for mutual TLS (env STRAND_TLS_CERT)")
+    parser.add_argument("--tls-key", default=env.get("STRAND_TLS_KEY"), metavar="PEM",
+                        help="its private key (env STRAND_TLS_KEY)")
     return parser
 
 
@@ -64,7 +71,8 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
     try:
         return OperatorConfig(bootstrap=args.bootstrap, namespaces=tuple(namespaces),
                               cluster=args.cluster, health_port=args.health_port,
-                              resync_interval=args.resync_interval)
+                              resync_interval=args.resync_interval, tls_ca=args.tls_ca,
+                              tls_cert=args.tls_cert, tls_key=args.tls_key)
     except ValueError as exc:
         parser.error(str(exc))
 
@@ -79,7 +87,7 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 def run(config: OperatorConfig) -> None:
     """Run the operator until it is signalled to stop."""
     kopf.configure(log_format=kopf.LogFormat.JSON)
-    gateway = StrandGateway(config.bootstrap, config.request_timeout_s)
+    gateway = StrandGateway(config.bootstrap, config.request_timeout_s, config.tls)
     registry = build_registry(config, gateway)
     kopf.on.login(registry=registry)(login)
     liveness = (f"http://0.0.0.0:{config.health_port}/healthz"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from strand.security.settings import ClientTlsSettings, client_tls_settings
+
 __all__ = ["OperatorConfig"]
 
 
@@ -17,6 +19,14 @@ class OperatorConfig:
     health_port: int | None = None  # kopf's liveness endpoint, /healthz
     resync_interval: float = 60.0  # seconds between drift checks of each Topic
     request_timeout_s: float = 30.0  # one Strand admin call
+    # TLS to the gateway: its CA, the operator's certificate and key (mutual TLS).
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    @property
+    def tls(self) -> ClientTlsSettings:
+        return client_tls_settings(False, self.tls_ca, self.tls_cert, self.tls_key)
 
     def __post_init__(self) -> None:
         if not self.namespaces:

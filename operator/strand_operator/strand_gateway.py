@@ -11,6 +11,7 @@ from typing import TypeVar
 from strand.admin import Admin, NewTopic
 from strand.cluster.placement import Broker
 from strand.errors import UnknownTopicOrPartitionError
+from strand.security.settings import ClientTlsSettings
 from strand_operator.observed import ObservedTopic
 
 __all__ = ["StrandGateway"]
@@ -21,15 +22,17 @@ T = TypeVar("T")
 class StrandGateway:
     """Async admin calls to one Strand cluster through its gateway(s)."""
 
-    def __init__(self, bootstrap: str, request_timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, request_timeout_s: float = 30.0,
+                 tls: ClientTlsSettings | None = None) -> None:
         self.bootstrap = bootstrap
         self._timeout_ms = request_timeout_s * 1000
+        self._tls = tls or ClientTlsSettings()
         self._admin: Admin | None = None
 
     def _client(self) -> Admin:
         if self._admin is None:  # opened lazily: the operator starts before Strand may
             self._admin = Admin(self.bootstrap, request_timeout_ms=self._timeout_ms,
-                                client_id="strand-topic-operator")
+                                client_id="strand-topic-operator", **self._tls)
         return self._admin
 
     async def _run(self, call: Callable[[Admin], T]) -> T:

@@ -104,19 +104,6 @@ def bootstrap(ctx: click.Context) -> str:
     return gateway(ctx).address
 
 
-def client_security(tls: bool, ca: str | None, cert: str | None,
-                    key: str | None) -> ClientTlsSettings:
-    """The SDK clients' TLS settings from the global --tls* options (checked when a
-    client is made: a command that does not connect never reads the files)."""
-    settings = ClientTlsSettings()
-    if tls or ca or cert or key:
-        settings["security_protocol"] = "SSL"
-    for name, value in (("ssl_cafile", ca), ("ssl_certfile", cert), ("ssl_keyfile", key)):
-        if value:
-            settings[name] = value  # type: ignore[literal-required]
-    return settings
-
-
 def security(ctx: click.Context) -> ClientTlsSettings:
     """The TLS settings every client of the command is made with."""
     obj = ctx.find_root().obj

@@ -13,7 +13,7 @@ import importlib
 
 import click
 
-from strand.cli.common import client_security
+from strand.security.settings import client_tls_settings
 
 # name → ("module:attribute", the command's short help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -93,7 +93,7 @@ def cli(ctx: click.Context, bootstrap: str | None, tls: bool, tls_ca: str | None
         tls_cert: str | None, tls_key: str | None) -> None:
     """Strand: a partitioned, replicated, durable commit log."""
     ctx.obj = {"bootstrap": bootstrap,
-               "security": client_security(tls, tls_ca, tls_cert, tls_key)}
+               "security": client_tls_settings(tls, tls_ca, tls_cert, tls_key)}
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["SECURITY_PROTOCOLS", "ClientTlsSettings", "TlsError"]
+__all__ = ["SECURITY_PROTOCOLS", "ClientTlsSettings", "TlsError", "client_tls_settings"]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
 
@@ -23,3 +23,20 @@ class ClientTlsSettings(TypedDict, total=False):
 class TlsError(ValueError):
     """A TLS setting that cannot work: a missing or unreadable file, a key that is not
     its certificate's, a certificate without its key."""
+
+
+def client_tls_settings(tls: bool, ca: str | None, cert: str | None,
+                        key: str | None) -> ClientTlsSettings:
+    """The SDK clients' settings from a tool's TLS options (``--tls``, ``--tls-ca``,
+    ``--tls-cert``, ``--tls-key``: any file turns TLS on). The files are checked when
+    a client is made."""
+    settings = ClientTlsSettings()
+    if tls or ca or cert or key:
+        settings["security_protocol"] = "SSL"
+    if ca:
+        settings["ssl_cafile"] = ca
+    if cert:
+        settings["ssl_certfile"] = cert
+    if key:
+        settings["ssl_keyfile"] = key
+    return settings

@@ -6,6 +6,7 @@ are served to new connections without a restart and without a failed send."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from strand.client.channel import TransportError
 from strand.launcher import Cluster
 from strand.launcher.etcd_reads import EtcdUnreachable, etcd_range
 from strand.security.settings import ClientTlsSettings
+from strand_operator.cli import parse_args
+from strand_operator.strand_gateway import StrandGateway
 from tests.support.cluster import cluster_spec, unique
 from tests.support.tls import CA, cert, client_tls, key, presented_name, rotate, service_tls
 
@@ -179,3 +182,23 @@ def test_etcd_serves_the_services_over_tls_only(tls_cluster: tuple[Cluster, Path
         etcd_range(cluster.etcd.endpoint, prefix, prefix=True)
     with pytest.raises(EtcdUnreachable):  # TLS without a client certificate
         etcd_range(cluster.etcd.endpoint, prefix, prefix=True, tls=client_tls(None))
+
+
+def test_the_operator_reaches_the_cluster_over_tls(tls_cluster: tuple[Cluster, Path]) -> None:
+    """The operator's --tls-* options (STRAND_TLS_* in its pod) reach its Admin."""
+    cluster, _ = tls_cluster
+    config = parse_args(["--bootstrap", cluster.bootstrap, "--namespace", "default",
+                         "--cluster", "tls", "--tls-ca", str(CA),
+                         "--tls-cert", str(cert("client")), "--tls-key", str(key("client"))])
+    gateway = StrandGateway(config.bootstrap, tls=config.tls)
+    try:
+        brokers = asyncio.run(gateway.brokers())
+    finally:
+        gateway.close()
+    assert sorted(b.id for b in brokers) == [1, 2]
+    plaintext = StrandGateway(cluster.bootstrap, request_timeout_s=3)
+    try:
+        with pytest.raises(TransportError):
+            asyncio.run(plaintext.brokers())
+    finally:
+        plaintext.close()
