@@ -311,7 +311,7 @@ class ControllerProcess:
         etcd = await connect(settings.etcd_endpoints, settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
-        server, health_servicer = new_server()
+        server, health_servicer = new_server(("controller", settings.tls))
         controller_pb2_grpc.add_ControllerServicer_to_server(self.servicer, server)
         await serve(server, settings.listen, settings.tls)
         await set_serving(health_servicer)

@@ -369,7 +369,7 @@ class GroupsProcess:
         etcd = await connect(settings.etcd_endpoints, settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
-        server, health_servicer = new_server()
+        server, health_servicer = new_server(("group coordinator", settings.tls))
         groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(self.servicer, server)
         await serve(server, settings.listen, settings.tls)
         self.ownership = ownership = ShardOwnership(

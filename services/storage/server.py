@@ -263,7 +263,7 @@ class StorageProcess:
         scrubber = (LogScrubber(manager, disk, repairs, bytes_per_s=settings.scrub_bytes_per_s,
                                 interval_s=settings.scrub_interval_s)
                     if settings.scrub_bytes_per_s > 0 else None)
-        server, health_servicer = new_server()
+        server, health_servicer = new_server(("storage node", settings.tls))
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
             Appender(manager, disk, _txn_verifier(settings, peers)),
             Fetcher(manager, disk, isr, repairs),

@@ -273,7 +273,7 @@ class TransactionsProcess:
         etcd = await connect(settings.etcd_endpoints, settings.etcd_tls)
         watcher = MetadataWatcher(etcd, self.cache)
         await watcher.start()
-        server, health_servicer = new_server()
+        server, health_servicer = new_server(("transaction coordinator", settings.tls))
         transactions_pb2_grpc.add_TransactionsServicer_to_server(self.servicer, server)
         await serve(server, settings.listen, settings.tls)
         self.ownership = ShardOwnership(

@@ -134,6 +134,8 @@ class Cluster:
                 args += ["--tls-ca", str(tls.server.ca)]
             if tls.server.require_client_cert:
                 args += ["--tls-client-auth", "required"]
+            if tls.service_names:
+                args += ["--tls-service-names", ",".join(tls.service_names)]
             client = tls.client
             args += ["--etcd-tls-ca", str(client.ca)]
             if client.cert is not None and client.key is not None:

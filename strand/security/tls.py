@@ -218,10 +218,19 @@ class ServiceTls:
 
     server: ServerTls
     client: ClientTls
+    # Glob patterns of the services' certificate names: the internal services serve
+    # only callers matching one (strand.service.peer_identity); empty: any certificate.
+    service_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.service_names and not self.server.require_client_cert:
+            raise TlsError("service identities are checked on client certificates: "
+                           "--tls-service-names needs --tls-client-auth required")
 
     @classmethod
     def from_files(cls, cert: Path, key: Path, ca: Path | None,
-                   require_client_cert: bool = False) -> ServiceTls:
+                   require_client_cert: bool = False,
+                   service_names: tuple[str, ...] = ()) -> ServiceTls:
         server = ServerTls(cert, key, ca, require_client_cert)
         server.check()
-        return cls(server, ClientTls(ca, cert, key))
+        return cls(server, ClientTls(ca, cert, key), service_names)

@@ -61,6 +61,12 @@ def new_parser(prog: str, description: str | None, listen: str,
                      default=env("STRAND_TLS_CLIENT_AUTH", "none"),
                      help="required: mutual TLS, a client without a certificate of the "
                           "CA is refused (default none)")
+    tls.add_argument("--tls-service-names", default=env("STRAND_TLS_SERVICE_NAMES", ""),
+                     metavar="GLOB,...",
+                     help="with --tls-client-auth required: the storage nodes, controllers "
+                          "and coordinators serve only callers whose certificate's name (CN "
+                          "or SAN) matches one of these patterns, i.e. the services; "
+                          "clients go through the gateway (default: any certificate)")
     etcd_tls = parser.add_argument_group(
         "etcd TLS", "the etcd client uses TLS with --etcd-tls-ca, presenting --etcd-tls-cert "
         "when etcd asks for client certificates")
@@ -92,15 +98,17 @@ def service_tls(parser: argparse.ArgumentParser, args: argparse.Namespace
     """The service's TLS from its flags (None: plaintext); a setting that cannot work
     stops it with exit code 2 and the reason."""
     if not (args.tls_cert or args.tls_key):
-        if args.tls_ca or args.tls_client_auth != "none":
-            parser.error("--tls-ca and --tls-client-auth need --tls-cert and --tls-key")
+        if args.tls_ca or args.tls_client_auth != "none" or args.tls_service_names:
+            parser.error("--tls-ca, --tls-client-auth and --tls-service-names need "
+                         "--tls-cert and --tls-key")
         return None
     if not (args.tls_cert and args.tls_key):
         parser.error("--tls-cert and --tls-key go together")
     try:
         return ServiceTls.from_files(
             Path(args.tls_cert), Path(args.tls_key),
-            Path(args.tls_ca) if args.tls_ca else None, args.tls_client_auth == "required")
+            Path(args.tls_ca) if args.tls_ca else None, args.tls_client_auth == "required",
+            tuple(p.strip() for p in args.tls_service_names.split(",") if p.strip()))
     except TlsError as exc:
         parser.error(str(exc))
 

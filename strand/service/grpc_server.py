@@ -10,6 +10,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from strand.client.channel import MAX_MESSAGE_BYTES
 from strand.security.tls import ServerTls, ServiceTls, server_credentials
 from strand.service import telemetry
+from strand.service.peer_identity import ServiceIdentityInterceptor
 
 __all__ = ["GRPC_OPTIONS", "MAX_MESSAGE_BYTES", "new_server", "serve", "set_serving"]
 
@@ -19,10 +20,18 @@ GRPC_OPTIONS = [
 ]
 
 
-def new_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+def new_server(internal: tuple[str, ServiceTls | None] | None = None
+               ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """A server with the telemetry interceptors and the health service (NOT_SERVING
-    until ``set_serving``); add the service's own servicer, then ``serve``."""
-    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=telemetry.server_interceptors())
+    until ``set_serving``); add the service's own servicer, then ``serve``.
+    ``internal`` (the service's name and TLS) marks a service only the others call:
+    with service names in its TLS, it serves only callers presenting one."""
+    interceptors = list(telemetry.server_interceptors())
+    if internal is not None:
+        name, tls = internal
+        if tls is not None and tls.service_names:
+            interceptors.insert(0, ServiceIdentityInterceptor(tls.service_names, name))
+    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     return server, health_servicer

@@ -1,8 +1,10 @@
 """A whole cluster on mutual TLS (every listener, every call between the services,
 etcd's client port, the SDK's clients): produce, transactions and a consumer group
 work end to end; a plaintext client and a client without a certificate of the
-cluster's CA are refused; the certificates rotated on disk under a running producer
-are served to new connections without a restart and without a failed send."""
+cluster's CA are refused, and a client's certificate gets nothing from a storage node
+or the controller (service identities only); the certificates rotated on disk under
+a running producer are served to new connections without a restart and without a
+failed send."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from click.testing import CliRunner
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from strand import Admin, Consumer, NewTopic, Producer, TopicPartition
 from strand.cli.main import cli
@@ -21,10 +25,21 @@ from strand.client.channel import TransportError
 from strand.launcher import Cluster
 from strand.launcher.etcd_reads import EtcdUnreachable, etcd_range
 from strand.security.settings import ClientTlsSettings
+from strand.security.tls import ClientTls
+from strand.v1 import common_pb2, controller_pb2_grpc, storage_pb2_grpc
 from strand_operator.cli import parse_args
 from strand_operator.strand_gateway import StrandGateway
 from tests.support.cluster import cluster_spec, unique
-from tests.support.tls import CA, cert, client_tls, key, presented_name, rotate, service_tls
+from tests.support.tls import (
+    CA,
+    SERVICE_NAMES,
+    cert,
+    client_tls,
+    key,
+    presented_name,
+    rotate,
+    service_tls,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +50,8 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
     certs = directory / "certs"
     spec = cluster_spec(directory, "tls", storage_nodes=2, coordinators=1,
                         coordinator_args=("--shards", "2", "--initial-rebalance-delay-ms", "0"),
-                        tls=service_tls(certs, require_client_cert=True))
+                        tls=service_tls(certs, require_client_cert=True,
+                                        service_names=SERVICE_NAMES))
     cluster = Cluster(spec).start()
     yield cluster, certs
     cluster.stop()
@@ -202,3 +218,30 @@ def test_the_operator_reaches_the_cluster_over_tls(tls_cluster: tuple[Cluster, P
             asyncio.run(plaintext.brokers())
     finally:
         plaintext.close()
+
+
+def test_only_the_services_are_served_by_storage_nodes_and_the_controller(
+        tls_cluster: tuple[Cluster, Path]) -> None:
+    """A client certificate of the cluster's CA reaches the gateway, not a storage node
+    or the controller around it; a service certificate does; health checks are open."""
+    cluster, certs = tls_cluster
+    node, controller = cluster.storage[0].address, cluster.controllers[0].address
+    as_client, as_service = client_tls("client"), ClientTls(CA, certs / "service.pem",
+                                                            certs / "service-key.pem")
+    with grpc.secure_channel(node, as_client.credentials()) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            storage_pb2_grpc.StorageStub(channel).ListOffsets(
+                common_pb2.ListOffsetsRequest(), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "'alice' is not a service identity" in str(refused.value.details())
+        health = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=5)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+    with grpc.secure_channel(controller, as_client.credentials()) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            controller_pb2_grpc.ControllerStub(channel).CreateTopics(
+                common_pb2.CreateTopicsRequest(), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with grpc.secure_channel(node, as_service.credentials()) as channel:
+        storage_pb2_grpc.StorageStub(channel).ListOffsets(
+            common_pb2.ListOffsetsRequest(), timeout=5)

@@ -41,9 +41,15 @@ def service_files(directory: Path, name: str = "service") -> tuple[Path, Path]:
     return directory / "service.pem", directory / "service-key.pem"
 
 
-def service_tls(directory: Path, require_client_cert: bool = False) -> ServiceTls:
+# What the service certificates are named (service.pem and service-rotated.pem).
+SERVICE_NAMES = ("strand-service*",)
+
+
+def service_tls(directory: Path, require_client_cert: bool = False,
+                service_names: tuple[str, ...] = ()) -> ServiceTls:
     certificate, private_key = service_files(directory)
-    return ServiceTls.from_files(certificate, private_key, CA, require_client_cert)
+    return ServiceTls.from_files(certificate, private_key, CA, require_client_cert,
+                                 service_names)
 
 
 def rotate(directory: Path, name: str = "service-rotated") -> None:
