@@ -4,7 +4,6 @@ kept when the run failed). Imported as a top-level module (``bench/`` is the scr
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import shutil
@@ -15,7 +14,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from strand.launcher import Cluster, interrupt_on_signals
+from strand.launcher import Cluster, interrupt_on_signals, service_logs
 
 err = Console(stderr=True)  # progress; the JSON document goes to stdout (or a file)
 
@@ -35,14 +34,10 @@ def run_main(main: Callable[[], int]) -> NoReturn:
 def service_warnings(cluster: Cluster) -> dict[str, int]:
     """Warning/error lines each service logged so far (lease losses, leader moves:
     signs that the machine was too busy for the numbers to mean much)."""
-    counts: dict[str, int] = {}
-    for log in sorted(cluster.spec.log_dir.glob("*.log")):
-        if log.stem == cluster.etcd.id:
-            continue  # etcd's own format
-        with contextlib.suppress(OSError):
-            counts[log.stem] = sum(1 for line in log.read_text(errors="replace").splitlines()
-                                   if '"level": "warning"' in line
-                                   or '"level": "error"' in line)
+    counts = {log.stem: 0 for log in sorted(cluster.spec.log_dir.glob("*.log"))
+              if log.stem != cluster.etcd.id}
+    for warning in service_logs.warnings(cluster.spec.log_dir, skip=(cluster.etcd.id,)):
+        counts[warning.service] = counts.get(warning.service, 0) + 1
     return counts
 
 

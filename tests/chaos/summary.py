@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+
+from strand.launcher import service_logs
 
 if TYPE_CHECKING:
     from .checker import Row
@@ -150,22 +151,14 @@ def service_warnings(logs: Path, limit: int = 25) -> list[str]:
     """The last ``limit`` distinct warnings and errors of the services' structured logs
     (a message repeated counts once, with its last time and its count)."""
     seen: dict[tuple[str, str, str], tuple[str, int]] = {}
-    for path in sorted(logs.glob("*.log")):
-        for raw in path.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            if not isinstance(entry, dict) or entry.get("level") not in ("warning", "error"):
-                continue
-            key = (path.stem, _one_line(entry.get("msg", ""), 120),
-                   _one_line(entry.get("error", ""), 200))
-            _, count = seen.pop(key, ("", 0))
-            seen[key] = (str(entry.get("ts", "")), count + 1)
+    for warning in service_logs.warnings(logs):
+        key = (warning.service, _one_line(warning.message, 120), _one_line(warning.error, 200))
+        _, count = seen.pop(key, ("", 0))
+        seen[key] = (warning.time, count + 1)
     latest = sorted(seen.items(), key=lambda item: item[1][0])[-limit:]
     return [f"{ts} {service}: {msg} x{count}" + (f" ({error})" if error else "")
             for (service, msg, error), (ts, count) in latest]
 
 
-def _one_line(value: object, width: int) -> str:
-    return " ".join(str(value).split())[:width]
+def _one_line(value: str, width: int) -> str:
+    return " ".join(value.split())[:width]
