@@ -11,7 +11,7 @@ APT_PACKAGES := etcd-server
 # Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
 JAVA_PACKAGES := openjdk-17-jre-headless
 
-.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo
+.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
 	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make bench-tls - the cost of TLS: produce and consume on a mutual-TLS cluster vs a plaintext one; JSON to TLS_JSON=bench/results/tls-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make bench-spark - Spark: strand batch reader and mirror job vs a plain SDK consume->produce loop, two local clusters; JSON to SPARK_JSON=bench/results/spark-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make mirror-demo - two local clusters, the mirror job copying a topic while it is written, the audit's report (REPORT_DIR=)"
 	@echo "make mirror-faults - the Spark mirror, exactly once while its driver and a target leader are killed (MIRROR_FAULT_RECORDS=100000), and the demo's check"
@@ -186,6 +187,15 @@ mirror-faults: setup system-deps
 
 bench-eos: setup system-deps
 	@$(PY) bench/exactly_once_bench.py --output $(EOS_JSON) \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
+
+# The cost of TLS (bench/tls_bench.py --help): two clusters (3 storage nodes, RF 3,
+# acks=all, 1 KiB records), one on mutual TLS everywhere (etcd too) with service names
+# checked, one in plaintext; produce then consume RECORDS records on each, ROUNDS
+# alternated rounds; the TLS / plaintext ratios.
+TLS_JSON ?= bench/results/tls-bench.json
+bench-tls: setup system-deps
+	@$(PY) bench/tls_bench.py --output $(TLS_JSON) \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
 
 # End-to-end throughput of two revisions in one run (bench/compare_revisions.py --help):

@@ -10,6 +10,7 @@ from bench_support import err
 
 from strand import Admin, NewTopic
 from strand.launcher import Boot, Cluster, ClusterSpec, wait_until
+from strand.security.settings import ClientTlsSettings
 
 
 def start_cluster(directory: Path, storage_nodes: int, lease_ttl: int) -> Cluster:
@@ -24,11 +25,11 @@ def start_cluster(directory: Path, storage_nodes: int, lease_ttl: int) -> Cluste
 
 
 def create_topic(cluster: Cluster, topic: str, partitions: int, replication_factor: int,
-                 min_insync_replicas: int) -> None:
+                 min_insync_replicas: int, client: ClientTlsSettings | None = None) -> None:
     """Create ``topic`` and wait until every partition has its full ISR (a short ISR
-    would make acks=all cheaper at first)."""
+    would make acks=all cheaper at first). ``client``: the Admin's TLS settings."""
     config = {"min.insync.replicas": str(min_insync_replicas)}
-    with Admin(cluster.bootstrap) as admin:
+    with Admin(cluster.bootstrap, **(client or ClientTlsSettings())) as admin:
         admin.create_topics([NewTopic(topic, partitions, replication_factor, config=config)])
 
         def in_sync() -> bool:
