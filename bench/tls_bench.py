@@ -52,14 +52,14 @@ SERVICE_NAMES = ("strand-service*",)  # the test service certificates' names
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=100_000,
+    parser.add_argument("--records", type=int, default=300_000,
                         help="records per produce run (and read back per consume run)")
     parser.add_argument("--record-size", type=int, default=1024)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--storage-nodes", type=int, default=3)
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--min-insync-replicas", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=4,
+    parser.add_argument("--rounds", type=int, default=6,
                         help="interleaved rounds (even: each cluster first as often)")
     parser.add_argument("--batch-size", type=int, default=262_144)
     parser.add_argument("--linger-ms", type=float, default=5)
