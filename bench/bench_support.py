@@ -1,9 +1,11 @@
 """What the benchmarks that start a cluster share: their entry point, the warnings
-its services logged, the machine's facts, and the run folder's removal (the logs
-kept when the run failed). Imported as a top-level module (``bench/`` is the scripts' folder)."""
+its services logged, the machine's facts, the run folder's removal (the logs kept
+when the run failed) and the writing of their JSON document. Imported as a
+top-level module (``bench/`` is the scripts' folder)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -39,6 +41,20 @@ def service_warnings(cluster: Cluster) -> dict[str, int]:
     for warning in service_logs.warnings(cluster.spec.log_dir, skip=(cluster.etcd.id,)):
         counts[warning.service] = counts.get(warning.service, 0) + 1
     return counts
+
+
+def write_document(document: dict[str, Any], output: Path | None, to_stdout: bool) -> None:
+    """A benchmark's JSON document: to ``output`` (its folder made), with its
+    ``summary`` shown on stderr; to stdout as well with ``to_stdout``, or when there is
+    no ``output``."""
+    text = json.dumps(document, indent=2)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text + "\n")
+        err.print(json.dumps(document.get("summary"), indent=1))
+        err.print(f"JSON written to {output}")
+    if to_stdout or output is None:
+        print(text)
 
 
 def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:

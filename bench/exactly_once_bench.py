@@ -34,7 +34,6 @@ Ctrl-C (or SIGTERM/SIGHUP) stops every process the benchmark started.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -48,6 +47,7 @@ from bench_support import (
     remove_run_dir,
     run_main,
     service_warnings,
+    write_document,
 )
 from eos.cluster import create_topic, start_cluster
 from eos.consume import consume_section
@@ -188,14 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         **result,
         "service_warnings": warnings,
     }
-    text = json.dumps(document, indent=2)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n")
-        err.print(json.dumps(document["summary"], indent=1))
-        err.print(f"JSON written to {args.output}")
-    if args.json or args.output is None:
-        print(text)
+    write_document(document, args.output, args.json)
     return 0
 
 

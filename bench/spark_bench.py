@@ -39,7 +39,6 @@ Ctrl-C (or SIGTERM/SIGHUP) stops every process the benchmark started.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -53,6 +52,7 @@ from bench_support import (
     remove_run_dir,
     run_main,
     service_warnings,
+    write_document,
 )
 from eos.stats import ratio, rotated, spread
 from spark.clusters import create_topic, delete_topic, start_cluster
@@ -260,14 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.stop()
             remove_run_dir(directory, args.keep, failed)
     document["seconds"] = round(time.monotonic() - began, 1)
-    text = json.dumps(document, indent=2)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n")
-        err.print(json.dumps(document["summary"], indent=1))
-        err.print(f"JSON written to {args.output}")
-    if args.json or args.output is None:
-        print(text)
+    write_document(document, args.output, args.json)
     if not document["summary"]["exactly_once_every_path"]:
         err.print("[red]a path did not copy every record exactly once: see \"checks\"")
         return 1

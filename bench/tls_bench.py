@@ -27,14 +27,13 @@ One JSON document goes to ``--output`` (and to stdout with ``--json``)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_support import add_run_arguments, err, machine, remove_run_dir, run_main
+from bench_support import add_run_arguments, err, machine, remove_run_dir, run_main, write_document
 from bench_support import service_warnings as count_warnings
 from eos.cluster import create_topic
 from eos.stats import ratio, rotated, spread
@@ -218,14 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         **result,
         "service_warnings": warnings,
     }
-    text = json.dumps(document, indent=2)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n")
-        err.print(json.dumps(document["summary"], indent=1))
-        err.print(f"JSON written to {args.output}")
-    if args.json or args.output is None:
-        print(text)
+    write_document(document, args.output, args.json)
     return 0
 
 
