@@ -25,8 +25,9 @@ def _ask(address: str, call: Callable[[grpc.Channel], T],
     the call fails."""
     import grpc
 
-    with (grpc.insecure_channel(address) if tls is None
-          else grpc.secure_channel(address, tls.credentials())) as channel:
+    from strand.client.channel import open_channel
+
+    with open_channel(address, tls=tls) as channel:
         try:
             return call(channel)
         except grpc.RpcError:
