@@ -38,9 +38,11 @@ from typing import Any, TypeVar
 
 import grpc
 
+from strand.admin_acls import AclAdmin
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import open_channel, transport_error
 from strand.client.metadata import BrokerInfo
+from strand.client.sasl import SaslCredentials
 from strand.client.structs import PreparedTransaction, TopicPartition
 from strand.client.transactions import ProducerState, TransactionDescription, TransactionListing
 from strand.consumer.protocol import ProtocolError, decode_assignment
@@ -207,20 +209,24 @@ def _code_name(code: int) -> str:
         return str(code)
 
 
-class Admin:
+class Admin(AclAdmin):
     """Administers topics through a gateway; see the module docstring."""
 
     def __init__(self, bootstrap: str | None = None, *, request_timeout_ms: float = 30_000,
                  client_id: str | None = None, security_protocol: str = "PLAINTEXT",
                  ssl_cafile: str | None = None, ssl_certfile: str | None = None,
-                 ssl_keyfile: str | None = None) -> None:
+                 ssl_keyfile: str | None = None, sasl_mechanism: str | None = None,
+                 sasl_plain_username: str | None = None,
+                 sasl_plain_password: str | None = None) -> None:
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
         self.client_id = client_id or f"strand-admin-{next(_ids)}"
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.request_timeout_ms = request_timeout_ms
         tls = ClientTls.from_settings(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
-        self._channel = open_channel(self.bootstrap, self.client_id, tls)
+        sasl = SaslCredentials.from_settings(security_protocol, sasl_mechanism,
+                                             sasl_plain_username, sasl_plain_password)
+        self._channel = open_channel(self.bootstrap, self.client_id, tls, sasl)
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
         self._closed = False
 

@@ -69,6 +69,14 @@ class ErrorCode(enum.IntEnum):
     PRODUCER_FENCED = 90
     TRANSACTIONAL_ID_NOT_FOUND = 105
     UNSTABLE_OFFSET_COMMIT = 88
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_SASL_MECHANISM = 33
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    SECURITY_DISABLED = 54
+    SASL_AUTHENTICATION_FAILED = 58
+    RESOURCE_NOT_FOUND = 91
 
 
 class StrandError(Exception):
@@ -433,6 +441,50 @@ class UnstableOffsetCommitError(StrandError):
     retriable = True  # as Kafka's UnstableOffsetCommitException
 
 
+# ---------------------------------------------------------------- security
+
+class AuthenticationError(StrandError):
+    """The caller could not be authenticated: wrong credentials, an unknown user, an
+    expired or forged session. Not retriable with the same credentials."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class UnsupportedSaslMechanismError(AuthenticationError):
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class AuthorizationError(StrandError):
+    """The principal may not do this; the message names the principal, the operation
+    and the resource. Base of the four Kafka authorization errors."""
+
+
+class TopicAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationFailedError(AuthorizationError):
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class SecurityDisabledError(StrandError):
+    """An ACL call to a cluster that runs no authorizer."""
+
+    code = ErrorCode.SECURITY_DISABLED
+
+
+class ResourceNotFoundError(StrandError):
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
 _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: UnknownServerError,
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
@@ -492,6 +544,14 @@ _ERROR_CLASSES: dict[ErrorCode, type[StrandError]] = {
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: TransactionalIdNotFoundError,
     ErrorCode.PRODUCER_FENCED: ProducerFencedError,
     ErrorCode.UNSTABLE_OFFSET_COMMIT: UnstableOffsetCommitError,
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: TopicAuthorizationFailedError,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: GroupAuthorizationFailedError,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ClusterAuthorizationFailedError,
+    ErrorCode.UNSUPPORTED_SASL_MECHANISM: UnsupportedSaslMechanismError,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: TransactionalIdAuthorizationFailedError,
+    ErrorCode.SECURITY_DISABLED: SecurityDisabledError,
+    ErrorCode.SASL_AUTHENTICATION_FAILED: AuthenticationError,
+    ErrorCode.RESOURCE_NOT_FOUND: ResourceNotFoundError,
 }
 
 

@@ -31,6 +31,7 @@ from services.controller.failover import PartitionStateKeeper
 from services.controller.leadership import IsrChange
 from services.controller.limits import RequestLimits
 from services.controller.producer_ids import ProducerIdControl
+from services.controller.security_admin import BootstrapUser, SecurityAdmin
 from services.controller.topic_rules import INTERNAL_TOPICS
 from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
@@ -44,12 +45,16 @@ from strand.cluster.etcd import (
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
+from strand.security.acl import InvalidAclError
+from strand.security.acl_fields import FIELDS, binding_from_fields, fields_of, filter_from_fields
+from strand.security.scram import ScramCredential
 from strand.security.tls import ClientTls, ServiceTls
 from strand.service.aio import wait_event
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc
+from strand.v1 import security_pb2 as pb_sec
 
 log = logging.getLogger(__name__)
 READ_YOUR_WRITES_TIMEOUT_S = 10.0
@@ -70,6 +75,7 @@ class ControllerSettings:
     etcd_tls: ClientTls | None = None  # None: plaintext to etcd
     preferred_leader_interval_s: float = 30.0
     limits: RequestLimits = field(default_factory=RequestLimits)
+    bootstrap_user: BootstrapUser | None = None
 
 
 class ControllerServicer(controller_pb2_grpc.ControllerServicer):
@@ -82,6 +88,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         self.partitions = PartitionStateKeeper(cache, self._admin_lock,
                                                preferred_leader_interval_s)
         self.producer_ids = ProducerIdControl()
+        self.security = SecurityAdmin(cache)
 
     async def _run(
         self, name: str, plan: Callable[[MetadataCache], Plan], validate_only: bool
@@ -260,6 +267,85 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         return response
 
 
+    # -- users and ACLs (security/ in etcd) -----------------------------------------------
+
+    async def CreateAcls(self, request: pb_sec.CreateAclsRequest,
+                         context: grpc.aio.ServicerContext) -> pb_sec.CreateAclsResponse:
+        await _within(context, self.limits.check_topics, len(request.creations))
+        results = [pb_sec.AclResult() for _ in request.creations]
+        valid = []
+        for result, entry in zip(results, request.creations, strict=True):
+            try:
+                valid.append((result, binding_from_fields(_acl_fields(entry))))
+            except InvalidAclError as exc:
+                _set_error(result, InvalidRequestError(f"invalid ACL binding: {exc}"), "acl")
+        if valid:
+            try:
+                revision = await self.security.create_acls(self._writer(),
+                                                           [b for _, b in valid])
+                await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            except Exception as exc:
+                for result, _ in valid:
+                    _set_error(result, exc, "create ACLs")
+        return pb_sec.CreateAclsResponse(results=results)
+
+    async def DeleteAcls(self, request: pb_sec.DeleteAclsRequest,
+                         context: grpc.aio.ServicerContext) -> pb_sec.DeleteAclsResponse:
+        await _within(context, self.limits.check_topics, len(request.filters))
+        response = pb_sec.DeleteAclsResponse()
+        for entry in request.filters:
+            result = response.results.add()
+            try:
+                matched = self.security.matching(filter_from_fields(_acl_fields(entry)))
+                revision = await self.security.delete_acls(self._writer(), matched)
+                await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            except InvalidAclError as exc:
+                _set_error(result, InvalidRequestError(f"invalid ACL filter: {exc}"), "acl")
+            except Exception as exc:
+                _set_error(result, exc, "delete ACLs")
+            else:
+                result.deleted.extend(pb_sec.AclEntry(**fields_of(b)) for b in matched)
+        return response
+
+    async def AlterUserScramCredentials(
+        self, request: pb_sec.AlterUserScramCredentialsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> pb_sec.AlterUserScramCredentialsResponse:
+        await _within(context, self.limits.check_topics,
+                      len(request.deletions) + len(request.upsertions))
+        response = pb_sec.AlterUserScramCredentialsResponse()
+        for deletion in request.deletions:
+            result = response.results.add(user=deletion.user)
+            try:
+                revision = await self.security.delete_user(self._writer(), deletion.user,
+                                                           deletion.mechanism)
+                await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            except Exception as exc:
+                _set_error(result, exc, "delete SCRAM user", user=deletion.user)
+        for upsertion in request.upsertions:
+            result = response.results.add(user=upsertion.user)
+            try:
+                credential = ScramCredential(upsertion.mechanism, upsertion.salt,
+                                             upsertion.stored_key, upsertion.server_key,
+                                             upsertion.iterations)
+                revision = await self.security.upsert_user(self._writer(), upsertion.user,
+                                                           credential)
+                await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            except Exception as exc:
+                _set_error(result, exc, "upsert SCRAM user", user=upsertion.user)
+        return response
+
+    def _writer(self) -> MetadataWriter:
+        writer = self.writer
+        if writer is None:
+            raise NotControllerError("not the active controller")
+        return writer
+
+
+def _acl_fields(entry: pb_sec.AclEntry) -> dict[str, str]:
+    return {name: getattr(entry, name) for name in FIELDS}
+
+
 async def _within(context: grpc.aio.ServicerContext, check: Callable[[int], None],
                   count: int) -> None:
     """Refuse a request naming too many topics or partitions as a whole, with gRPC's
@@ -353,6 +439,8 @@ class ControllerProcess:
                 log.info("became the active controller", extra={"epoch": election.epoch})
                 keeper = asyncio.create_task(self.servicer.partitions.run(writer),
                                              name="partition-state")
+                if settings.bootstrap_user is not None:
+                    await self._bootstrap_user(writer, settings.bootstrap_user)
                 await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
                 self.servicer.writer = None
                 keeper.cancel()
@@ -372,6 +460,14 @@ class ControllerProcess:
                     await lease.stop(revoke=False)
             except Exception as exc:  # etcd gone: the lease expires by itself
                 log.warning("could not release the lease", extra={"error": repr(exc)})
+
+    async def _bootstrap_user(self, writer: MetadataWriter, user: BootstrapUser) -> None:
+        try:
+            if await self.servicer.security.ensure_bootstrap_user(writer, user):
+                log.info("created the bootstrap SCRAM user", extra={"user": user.name})
+        except Exception as exc:  # the next active controller tries again
+            log.error("could not create the bootstrap SCRAM user",
+                      extra={"user": user.name, "error": repr(exc)})
 
     def stop(self) -> None:
         self._stopping.set()

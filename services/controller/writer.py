@@ -117,6 +117,22 @@ class MetadataWriter:
         raise InvalidUpdateVersionError(
             f"pid-block changed under every one of {PID_BLOCK_ATTEMPTS} attempts; retry")
 
+    async def write_security(self, puts: Sequence[tuple[str, bytes]],
+                             deletes: Sequence[str] = ()) -> int:
+        """Put and delete users' and ACLs' keys, fenced, in chunks etcd accepts; the
+        revision of the last write (0: nothing to write). Not atomic across chunks,
+        as Kafka's CreateAcls is not across bindings: each key is whole either way."""
+        kv = KVService
+        ops = [*(kv.txn_op_put(key, value) for key, value in puts),
+               *(kv.txn_op_delete(key) for key in deletes)]
+        revision = 0
+        for start in range(0, len(ops), MAX_OPS_PER_TXN):
+            written = await self._fenced_txn([], ops[start : start + MAX_OPS_PER_TXN])
+            if written is None:  # no compare but the fence: a lost election raised
+                raise NotControllerError("this controller lost its election; retry")
+            revision = written
+        return revision
+
     async def _txn(self, compares: Sequence[Any], ops: Sequence[Any]) -> int:
         revision = await self._fenced_txn(compares, ops)
         if revision is None:

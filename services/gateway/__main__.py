@@ -2,15 +2,69 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
+from services.gateway.access import SecuritySettings
 from services.gateway.server import (
     ENTRIES_FLAG,
     MAX_PARTITION_ENTRIES,
     GatewayProcess,
     GatewaySettings,
 )
+from strand.security.principal import Principal
+from strand.security.sessions import DEFAULT_LIFETIME_S
 from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def _add_security_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "authentication and ACLs", "who may call, and what each principal may do "
+        "(docs/security.md)")
+    group.add_argument("--require-authentication", action="store_true",
+                       default=_flag("STRAND_REQUIRE_AUTHENTICATION"),
+                       help="refuse callers with neither a SCRAM-SHA-512 session nor a "
+                            "client certificate (default: they are User:ANONYMOUS)")
+    group.add_argument("--authorizer", choices=("none", "acl"),
+                       default=env("STRAND_AUTHORIZER", "none"),
+                       help="acl: enforce the ACLs stored in etcd, deny by default "
+                            "(default none: every caller may do everything)")
+    group.add_argument("--super-users", default=env("STRAND_SUPER_USERS", ""),
+                       metavar="User:NAME;...",
+                       help="principals the ACLs do not apply to, ';'-separated")
+    group.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
+                       default=_flag("STRAND_ALLOW_EVERYONE_IF_NO_ACL_FOUND"),
+                       help="allow what no ACL mentions (default: deny)")
+    group.add_argument("--session-lifetime", type=float,
+                       default=float(env("STRAND_SESSION_LIFETIME", str(DEFAULT_LIFETIME_S))),
+                       metavar="SECONDS",
+                       help="how long a SCRAM session lasts before the client "
+                            "authenticates again")
+
+
+def _security(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SecuritySettings:
+    super_users = tuple(u.strip() for u in args.super_users.split(";") if u.strip())
+    for user in super_users:
+        try:
+            Principal.parse(user)
+        except ValueError as exc:
+            parser.error(f"--super-users: {exc}")
+    if args.session_lifetime <= 0:
+        parser.error("--session-lifetime must be positive")
+    if super_users and args.authorizer == "none":
+        parser.error("--super-users needs --authorizer acl")
+    return SecuritySettings(
+        authentication_required=args.require_authentication,
+        authorizer=args.authorizer == "acl", super_users=super_users,
+        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+        session_lifetime_s=args.session_lifetime)
 
 
 def parse_args(argv: list[str] | None = None) -> GatewaySettings:
@@ -19,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> GatewaySettings:
         ENTRIES_FLAG[0], type=int, dest="max_partition_entries",
         default=int(os.environ.get(ENTRIES_FLAG[1], str(MAX_PARTITION_ENTRIES))),
         help="partition entries one Produce, Fetch or ListOffsets request may hold")
+    _add_security_arguments(parser)
     args = parser.parse_args(argv)
     if args.max_partition_entries < 1:
         parser.error(f"{ENTRIES_FLAG[0]} must be at least 1")
@@ -26,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> GatewaySettings:
         etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, metrics_port=args.metrics_port,
         tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
-        max_partition_entries=args.max_partition_entries)
+        max_partition_entries=args.max_partition_entries, security=_security(parser, args))
 
 
 def main(argv: list[str] | None = None) -> None:

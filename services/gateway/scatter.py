@@ -33,6 +33,8 @@ __all__ = ["NodeUnavailable", "PartitionedMessage", "ScatterGather"]
 
 Key = tuple[str, int]  # (topic, partition)
 Item = tuple[str, int, Any]  # (topic, partition, the partition's part of a request)
+# A topic's refusal, before any routing: (code, message), or None to go on.
+Refused = Callable[[str], "tuple[ErrorCode, str] | None"]
 NO_ANSWER = "no answer from the leader"
 
 
@@ -93,20 +95,30 @@ class ScatterGather(Generic[Request, Response, Answer]):
     # the wait; the other nodes' calls are cancelled and their partitions unanswered.
     decisive: Callable[[Answer], bool] | None = None
 
-    async def call(self, cache: MetadataCache, request: Request) -> Response:
+    async def call(self, cache: MetadataCache, request: Request,
+                   refused: Refused | None = None) -> Response:
+        """Forward ``request``; a topic ``refused(topic)`` names (its code and message:
+        not authorised) is answered with that error and not forwarded."""
         items: list[Item] = [(t.topic, p.partition, p)
                              for t in request.topics for p in t.partitions]
+        results: dict[Key, Answer] = {}
+        if refused is not None:
+            refusals = {topic: refused(topic) for topic in {item[0] for item in items}}
+            for topic, partition, _ in items:
+                refusal = refusals[topic]
+                if refusal is not None:
+                    results[(topic, partition)] = self.error(partition, *refusal)
+            items = [item for item in items if refusals[item[0]] is None]
         routes = route(cache, items)
-        results: dict[Key, Answer] = {
-            (u.topic, u.partition): self.error(u.partition, u.code, u.message)
-            for u in routes.unroutable}
-        if not routes.unroutable and len(routes.by_node) == 1:
+        results.update({(u.topic, u.partition): self.error(u.partition, u.code, u.message)
+                        for u in routes.unroutable})
+        if not results and len(routes.by_node) == 1:
             ((_, address),) = routes.by_node
             try:
                 return await self.send(address, request)  # passed through, not copied
             except NodeUnavailable as exc:
                 self._fail(results, items, exc)
-        else:
+        elif routes.by_node:
             await self._scatter(request, [(address, entries) for (_, address), entries
                                           in routes.by_node.items()], results)
         return self._respond(request, results)

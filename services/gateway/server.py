@@ -12,25 +12,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
+from services.gateway.access import AccessControl, SecuritySettings
+from services.gateway.authenticator import Authenticator
 from services.gateway.coordinators import ShardRouter, peer_host
+from services.gateway.principals import PrincipalInterceptor
 from services.gateway.scatter import NodeUnavailable, ScatterGather
+from services.gateway.security_admin import SecurityCalls
 from services.gateway.txn_admin import describe_producers, write_txn_markers
 from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
 from strand.cluster.etcd import MetadataWatcher, connect
 from strand.cluster.keys import KeySpace
-from strand.errors import ErrorCode
+from strand.errors import ErrorCode, StrandError
 from strand.log.config import TOPIC_CONFIG
+from strand.security.acl import Operation, ResourceType
 from strand.security.tls import ClientTls, ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2_grpc, gateway_pb2_grpc, storage_pb2, storage_pb2_grpc
 from strand.v1 import groups_pb2 as pb_groups
+from strand.v1 import security_pb2 as pb_sec
 from strand.v1 import transactions_pb2 as pb_txn
 
 log = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ class GatewaySettings:
     tls: ServiceTls | None = None  # None: plaintext listener and calls
     etcd_tls: ClientTls | None = None  # None: plaintext to etcd
     max_partition_entries: int = MAX_PARTITION_ENTRIES
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
 
 def _unavailable(address: str, exc: grpc.aio.AioRpcError) -> NodeUnavailable:
@@ -122,6 +129,7 @@ def _forwarded(method: str, response_type: type[Any],
     its group (transactional id)."""
     async def call(self: GatewayServicer, request: Any,
                    context: grpc.aio.ServicerContext) -> Any:
+        await self._check(method, request, context)
         router = self.transactions if transactions else self.groups
         return await router.forward(method, request, response_type)
 
@@ -134,11 +142,15 @@ Refusal = Callable[[Any, Any, str], Any]
 
 
 def _to_controller(method: str, refused: Refusal) -> Callable[..., Awaitable[Any]]:
-    """A servicer method passing a topic admin call on to the active controller."""
+    """A servicer method passing a topic admin call on to the active controller; the
+    topics the caller may not change are answered here, the others forwarded."""
     async def call(self: GatewayServicer, request: Any,
                    context: grpc.aio.ServicerContext) -> Any:
-        return await self._forward_to_controller(
-            method, request, lambda code, why: refused(request, code, why), context)
+        if not hasattr(request, "topics"):  # cluster-wide: checked whole
+            await self._check(method, request, context)
+            return await self._forward_to_controller(
+                method, request, lambda code, why: refused(request, code, why), context)
+        return await self._topic_admin(method, request, refused, context)
 
     call.__name__ = call.__qualname__ = method
     return call
@@ -163,17 +175,36 @@ def _reassignments_refused(request: pb.AlterPartitionReassignmentsRequest, code:
                            error_message=why) for p in request.partitions])
 
 
+# The operation on the topic each topic admin call needs (CreateTopics: CREATE, on
+# the cluster or the topic).
+_TOPIC_ADMIN = {"DeleteTopics": Operation.DELETE, "CreatePartitions": Operation.ALTER,
+                "AlterConfigs": Operation.ALTER_CONFIGS}
+
+
 def _entries(request: Any) -> int:
     """The partition entries a request names."""
     return sum(len(topic.partitions) for topic in request.topics)
 
 
+def _topic_name(entry: Any) -> str:
+    return entry if isinstance(entry, str) else str(entry.name)
+
+
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     def __init__(self, cache: MetadataCache, channels: AioChannels,
-                 max_partition_entries: int = MAX_PARTITION_ENTRIES) -> None:
+                 max_partition_entries: int = MAX_PARTITION_ENTRIES,
+                 security: SecuritySettings | None = None) -> None:
         self.cache = cache
         self.channels = channels
         self.max_partition_entries = max_partition_entries
+        security = security or SecuritySettings()
+        self.access = AccessControl(cache.security, security.authorizer, security.super_users,
+                                    security.allow_everyone_if_no_acl_found)
+        self.authenticator = Authenticator(cache.security, security.authentication_required,
+                                           security.session_lifetime_s)
+        self.security = SecurityCalls(
+            cache, self.access, self.authenticator,
+            self._forward_to_controller)
         self.groups = ShardRouter.groups(cache, channels)
         self.transactions = ShardRouter.transactions(cache, channels)
         self.produce: ScatterGather[
@@ -206,6 +237,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def JoinGroup(self, request: pb_groups.JoinGroupRequest,
                         context: grpc.aio.ServicerContext) -> pb_groups.JoinGroupResponse:
+        await self._check("JoinGroup", request, context)
         # The coordinator sees only the gateway: tell it where the member is.
         request.client_host = peer_host(context.peer())
         # A join waits for the rebalance: up to the member's rebalance timeout.
@@ -227,12 +259,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                          context: grpc.aio.ServicerContext) -> pb_groups.ListGroupsResponse:
         wait_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
         response: pb_groups.ListGroupsResponse = await self.groups.list_all(request, wait_s)
+        if self.access.enabled and not self.access.may_describe(ResourceType.CLUSTER, ""):
+            visible = [g for g in response.groups
+                       if self.access.may_describe(ResourceType.GROUP, g.group_id)]
+            del response.groups[:]
+            response.groups.extend(visible)
         return response
 
     # -- transactions (forwarded to the coordinator of the transactional id's shard) ---------
 
     async def InitProducerId(self, request: pb_txn.InitProducerIdRequest,
                              context: grpc.aio.ServicerContext) -> pb_txn.InitProducerIdResponse:
+        refused = self.access.may_init_producer_id(request.transactional_id)
+        if refused is not None:
+            await self._refuse(context, refused)
         # Without a transactional id any transaction coordinator answers (no shard).
         response: pb_txn.InitProducerIdResponse = await self.transactions.forward(
             "InitProducerId", request, pb_txn.InitProducerIdResponse,
@@ -253,6 +293,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         wait_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
         response: pb_txn.ListTransactionsResponse = await self.transactions.list_all(
             request, wait_s)
+        if self.access.enabled:
+            visible = [t for t in response.transactions if self.access.may_describe(
+                ResourceType.TRANSACTIONAL_ID, t.transactional_id)]
+            del response.transactions[:]
+            response.transactions.extend(visible)
         return response
 
     # -- KIP-664: producers of partitions and aborting a hanging transaction (per leader) ---
@@ -261,6 +306,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                 context: grpc.aio.ServicerContext
                                 ) -> storage_pb2.DescribeProducersResponse:
         await self._bounded("DescribeProducers", _entries(request), context)
+        await self._check("DescribeProducers", request, context)
         return await describe_producers(self.cache, lambda address, sub: self._to_storage(
             "DescribeProducers", address, sub, 30), request)
 
@@ -269,6 +315,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                               ) -> storage_pb2.WriteTxnMarkersResponse:
         await self._bounded("WriteTxnMarkers", sum(
             _entries(marker) for marker in request.markers), context)
+        await self._check("WriteTxnMarkers", request, context)
         timeout_s = (request.timeout_ms or 30_000) / 1000 + 5
         return await write_txn_markers(self.cache, lambda address, sub: self._to_storage(
             "WriteTxnMarkers", address, sub, timeout_s), request)
@@ -282,17 +329,23 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return self.produce.fail_all(
                 request, ErrorCode.INVALID_REQUIRED_ACKS,
                 f"acks must be 0, 1 or -1 (all), not {request.acks}")
-        return await self.produce.call(self.cache, request)
+        if request.transactional_id:
+            refused = self.access.refusal(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                          request.transactional_id)
+            if refused is not None:
+                return self.produce.fail_all(request, refused.code, str(refused))
+        return await self.produce.call(self.cache, request, self._topic_refusal("Produce"))
 
     async def Fetch(self, request: pb.FetchRequest,
                     context: grpc.aio.ServicerContext) -> pb.FetchResponse:
         await self._bounded("Fetch", _entries(request), context)
-        return await self.fetch.call(self.cache, request)
+        return await self.fetch.call(self.cache, request, self._topic_refusal("Fetch"))
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
         await self._bounded("ListOffsets", _entries(request), context)
-        return await self.list_offsets.call(self.cache, request)
+        return await self.list_offsets.call(self.cache, request,
+                                            self._topic_refusal("ListOffsets"))
 
     async def _bounded(self, method: str, entries: int,
                        context: grpc.aio.ServicerContext) -> None:
@@ -320,9 +373,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Metadata(self, request: pb.MetadataRequest,
                        context: grpc.aio.ServicerContext) -> pb.MetadataResponse:
         cache = self.cache
-        names = list(request.topics) or sorted(cache.topics)
+        named = list(request.topics)
+        names = named or sorted(cache.topics)
         topics = []
         for name in names:
+            refused = self.access.topic_refusal("Metadata", name)
+            if refused is not None:
+                if named:  # a listing of every topic leaves these out
+                    topics.append(pb.TopicMetadata(name=name, error_code=_code(refused[0]),
+                                                   error_message=refused[1]))
+                continue
             record = cache.topics.get(name)
             if record is None:
                 topics.append(pb.TopicMetadata(
@@ -349,6 +409,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                               context: grpc.aio.ServicerContext) -> pb.DescribeConfigsResponse:
         out = []
         for name in request.topics:
+            refused = self.access.topic_refusal("DescribeConfigs", name)
+            if refused is not None:
+                out.append(pb.DescribeConfigsResponse.Topic(
+                    name=name, error_code=_code(refused[0]), error_message=refused[1]))
+                continue
             record = self.cache.topics.get(name)
             if record is None:
                 out.append(pb.DescribeConfigsResponse.Topic(
@@ -381,6 +446,93 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     AlterPartitionReassignments = _to_controller(
         "AlterPartitionReassignments", _reassignments_refused)
 
+    async def _topic_admin(self, method: str, request: Any, refused: Refusal,
+                           context: grpc.aio.ServicerContext) -> Any:
+        """Answer the topics the caller may not change (CREATE on the cluster or the
+        topic; DELETE, ALTER, ALTER_CONFIGS on the topic); forward the others."""
+        refusals: dict[str, StrandError] = {}
+        for entry in request.topics:
+            name = _topic_name(entry)
+            error: StrandError | None = (
+                self.access.may_create_topic(name) if method == "CreateTopics"
+                else self.access.refusal(_TOPIC_ADMIN[method], ResourceType.TOPIC, name))
+            if error is not None:
+                refusals[name] = error
+        if not refusals:
+            return await self._forward_to_controller(
+                method, request, lambda code, why: refused(request, code, why), context)
+        allowed = type(request)()
+        allowed.CopyFrom(request)
+        del allowed.topics[:]
+        allowed.topics.extend(e for e in request.topics if _topic_name(e) not in refusals)
+        answered: dict[str, Any] = {}
+        if allowed.topics:
+            forwarded = await self._forward_to_controller(
+                method, allowed, lambda code, why: refused(allowed, code, why), context)
+            answered = {result.name: result for result in forwarded.topics}
+        results = []
+        for entry in request.topics:
+            name = _topic_name(entry)
+            error = refusals.get(name)
+            results.append(answered[name] if error is None else pb.TopicResult(
+                name=name, error_code=_code(error.code), error_message=str(error)))
+        return getattr(pb, f"{method}Response")(topics=results)
+
+    def _topic_refusal(self, method: str) -> Callable[[str], tuple[ErrorCode, str] | None]:
+        """Per-topic refusals of a partitioned call; None when there is no authorizer
+        (nothing to check: the request passes through untouched)."""
+        if not self.access.enabled:
+            return lambda topic: None
+        return lambda topic: self.access.topic_refusal(method, topic)
+
+    async def _check(self, method: str, request: Any,
+                     context: grpc.aio.ServicerContext) -> None:
+        """Refuse the whole call, with its typed error, when the caller may not make it."""
+        try:
+            self.access.check_call(method, request)
+        except StrandError as exc:
+            await self._refuse(context, exc)
+
+    @staticmethod
+    async def _refuse(context: grpc.aio.ServicerContext, exc: StrandError) -> None:
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{exc.code.name}: {exc}")
+
+    # -- security: authentication, ACLs and SCRAM users ----------------------------------
+
+    async def SaslAuthenticate(self, request: pb_sec.SaslAuthenticateRequest,
+                               context: grpc.aio.ServicerContext
+                               ) -> pb_sec.SaslAuthenticateResponse:
+        return self.security.sasl_authenticate(request)
+
+    async def CreateAcls(self, request: pb_sec.CreateAclsRequest,
+                         context: grpc.aio.ServicerContext) -> pb_sec.CreateAclsResponse:
+        await self._check("CreateAcls", request, context)
+        return await self.security.create_acls(request, context)
+
+    async def DeleteAcls(self, request: pb_sec.DeleteAclsRequest,
+                         context: grpc.aio.ServicerContext) -> pb_sec.DeleteAclsResponse:
+        await self._check("DeleteAcls", request, context)
+        return await self.security.delete_acls(request, context)
+
+    async def DescribeAcls(self, request: pb_sec.DescribeAclsRequest,
+                           context: grpc.aio.ServicerContext) -> pb_sec.DescribeAclsResponse:
+        await self._check("DescribeAcls", request, context)
+        return self.security.describe_acls(request)
+
+    async def AlterUserScramCredentials(
+        self, request: pb_sec.AlterUserScramCredentialsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> pb_sec.AlterUserScramCredentialsResponse:
+        await self._check("AlterUserScramCredentials", request, context)
+        return await self.security.alter_users(request, context)
+
+    async def DescribeUserScramCredentials(
+        self, request: pb_sec.DescribeUserScramCredentialsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> pb_sec.DescribeUserScramCredentialsResponse:
+        await self._check("DescribeUserScramCredentials", request, context)
+        return self.security.describe_users(request)
+
     async def _forward_to_controller(self, method: str, request: Any,
                                      failed: Callable[[Any, str], Any],
                                      context: grpc.aio.ServicerContext) -> Any:
@@ -401,7 +553,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     failure = f"controller {controller.address}: {exc.code().name}"
                 else:
                     results = [*getattr(response, "topics", ()),
-                               *getattr(response, "partitions", ())]
+                               *getattr(response, "partitions", ()),
+                               *getattr(response, "results", ())]
                     if not any(r.error_code == _code(ErrorCode.NOT_CONTROLLER) for r in results):
                         return response
                     failure = "the controller changed during the request"
@@ -440,9 +593,12 @@ class GatewayProcess:
         await watcher.start()
         channels = AioChannels("gateway",
                                self.settings.tls.client if self.settings.tls else None)
-        server, health_servicer = new_server()
-        gateway_pb2_grpc.add_GatewayServicer_to_server(
-            GatewayServicer(self.cache, channels, self.settings.max_partition_entries), server)
+        servicer = GatewayServicer(self.cache, channels, self.settings.max_partition_entries,
+                                   self.settings.security)
+        tls = self.settings.tls
+        server, health_servicer = new_server(interceptors=(PrincipalInterceptor(
+            servicer.authenticator, tls.service_names if tls else ()),))
+        gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server)
         await serve(server, self.settings.listen, self.settings.tls)
         await set_serving(health_servicer)
         log.info("gateway serving", extra={"listen": self.settings.listen})

@@ -9,7 +9,15 @@ from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.server import GroupsProcess, GroupsSettings
 from strand.coordination.shards import DEFAULT_SHARDS
-from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
+from strand.service.entry import (
+    add_gateway_user_arguments,
+    etcd_endpoints,
+    etcd_tls,
+    gateway_user,
+    new_parser,
+    run_service,
+    service_tls,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> GroupsSettings:
@@ -35,6 +43,7 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
                         default=int(env("STRAND_OFFSETS_RETENTION_CHECK_INTERVAL_MS",
                                         str(DEFAULT_RETENTION_CHECK_INTERVAL_MS))),
                         help="offsets.retention.check.interval.ms (default 10 minutes)")
+    add_gateway_user_arguments(parser)
     args = parser.parse_args(argv)
     if not args.bootstrap:
         parser.error("--bootstrap (or STRAND_BOOTSTRAP) must name a gateway")
@@ -51,7 +60,8 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         metrics_port=args.metrics_port,
-        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args))
+        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
+        gateway_user=gateway_user(parser, args))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,7 @@ from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.records import OffsetValue
 from services.groups.topics import CacheTopics
 from strand.client.channel import AioChannels
+from strand.client.sasl import SaslCredentials, gateway_sasl
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -63,6 +64,7 @@ class GroupsSettings:
     metrics_port: int = 0
     tls: ServiceTls | None = None  # None: plaintext listener and calls
     etcd_tls: ClientTls | None = None  # None: plaintext to etcd
+    gateway_user: SaslCredentials | None = None  # who it is at its gateway (SCRAM)
 
 
 def _code(code: ErrorCode) -> Any:
@@ -353,8 +355,9 @@ class GroupsProcess:
         self.cache = MetadataCache(self.keys)
         self.servicer = GroupsServicer(self.cache)
         self.topics = CacheTopics(self.cache)
-        self.channels = AioChannels(f"groups-{settings.instance_id}",
-                                    settings.tls.client if settings.tls else None)
+        self.channels = AioChannels(
+            f"groups-{settings.instance_id}", settings.tls.client if settings.tls else None,
+            gateway_sasl(settings.bootstrap, settings.gateway_user))
         self.verifier = CoordinatorTxnVerifier(
             self.cache, f"group coordinator {settings.instance_id}", self.channels.get)
         self._stopping = asyncio.Event()

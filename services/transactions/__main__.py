@@ -16,7 +16,15 @@ from services.transactions.server import (
 )
 from services.transactions.txn_requests import DEFAULT_MAX_TIMEOUT_MS
 from services.transactions.txn_store import DEFAULT_ID_EXPIRATION_MS
-from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
+from strand.service.entry import (
+    add_gateway_user_arguments,
+    etcd_endpoints,
+    etcd_tls,
+    gateway_user,
+    new_parser,
+    run_service,
+    service_tls,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> TransactionsSettings:
@@ -51,6 +59,7 @@ def parse_args(argv: list[str] | None = None) -> TransactionsSettings:
                         default=number("STRAND_TXN_EXPIRATION_INTERVAL_MS",
                                        DEFAULT_EXPIRATION_INTERVAL_MS),
                         help="how often expired transactional ids are removed")
+    add_gateway_user_arguments(parser)
     args = parser.parse_args(argv)
     if not args.bootstrap:
         parser.error("--bootstrap (or STRAND_BOOTSTRAP) must name a gateway")
@@ -64,7 +73,8 @@ def parse_args(argv: list[str] | None = None) -> TransactionsSettings:
         max_timeout_ms=args.max_timeout_ms, abort_interval_ms=args.abort_interval_ms,
         id_expiration_ms=args.id_expiration_ms,
         expiration_interval_ms=args.expiration_interval_ms, metrics_port=args.metrics_port,
-        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args))
+        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
+        gateway_user=gateway_user(parser, args))
 
 
 def main(argv: list[str] | None = None) -> None:

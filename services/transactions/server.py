@@ -32,6 +32,7 @@ from services.transactions.txn_requests import DEFAULT_MAX_TIMEOUT_MS, ProducerI
 from services.transactions.txn_state import TxnState
 from services.transactions.txn_store import DEFAULT_ID_EXPIRATION_MS
 from strand.client.channel import AioChannels
+from strand.client.sasl import SaslCredentials, gateway_sasl
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import allocate_producer_ids, ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
@@ -78,6 +79,7 @@ class TransactionsSettings:
     metrics_port: int = 0
     tls: ServiceTls | None = None  # None: plaintext listener and calls
     etcd_tls: ClientTls | None = None  # None: plaintext to etcd
+    gateway_user: SaslCredentials | None = None  # who it is at its gateway (SCRAM)
 
 
 def _code(code: ErrorCode) -> Any:
@@ -243,8 +245,10 @@ class TransactionsProcess:
         self.cache = MetadataCache(self.keys)
         # The process's channels (to the gateway for its shard writes, to the storage
         # nodes and group coordinators for markers), closed on shutdown.
-        self.channels = AioChannels(f"txn-coordinator-{settings.instance_id}",
-                                    settings.tls.client if settings.tls else None)
+        self.channels = AioChannels(
+            f"txn-coordinator-{settings.instance_id}",
+            settings.tls.client if settings.tls else None,
+            gateway_sasl(settings.bootstrap, settings.gateway_user))
         self.markers = (markers if markers is not None
                         else LeaderMarkerWriter(
                             StorageMarkerWriter(self.cache, self.channels.get),

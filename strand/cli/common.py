@@ -161,7 +161,10 @@ def connect(ctx: click.Context, timeout_ms: float | None = None) -> str:
     from strand.security.tls import ClientTls
 
     try:
-        tls = ClientTls.from_settings(**security(ctx))
+        settings = security(ctx)
+        tls = ClientTls.from_settings(settings.get("security_protocol", "PLAINTEXT"),
+                                      settings.get("ssl_cafile"), settings.get("ssl_certfile"),
+                                      settings.get("ssl_keyfile"))
     except TlsError as exc:
         raise click.ClickException(f"TLS: {exc}") from exc
     if not wait_for_gateway(where.address, budget / 1000, retrying, tls):

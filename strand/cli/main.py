@@ -10,6 +10,7 @@ module and its one-line help, shown by ``strand --help`` without importing it
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -17,6 +18,7 @@ from strand.security.settings import client_tls_settings
 
 # name → ("module:attribute", the command's short help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "acl": ("strand.cli.acl:acl", "Add, list and remove ACLs (Kafka's kafka-acls)."),
     "bench": ("strand.cli.bench:bench",
               "Measure produce and consume throughput against a cluster."),
     "broker": ("strand.cli.broker:broker", "The cluster's storage nodes (Kafka's brokers)."),
@@ -33,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topic": ("strand.cli.topic:topic", "Create, list, describe, alter and delete topics."),
     "transactions": ("strand.cli.transactions:transactions",
                      "List, describe and abort transactions; find hanging ones (KIP-664)."),
+    "user": ("strand.cli.user:user", "Add, list and remove SCRAM-SHA-512 users "
+                                     "(Kafka's kafka-configs --entity-type users)."),
 }
 
 
@@ -88,12 +92,41 @@ class LazyGroup(click.Group):
               help="this client's certificate (mutual TLS), with --tls-key")
 @click.option("--tls-key", envvar="STRAND_TLS_KEY", default=None, metavar="PEM",
               help="the key of --tls-cert")
+@click.option("--user", envvar="STRAND_USER", default=None, metavar="NAME",
+              help="authenticate as this SCRAM-SHA-512 user; the password comes from "
+                   "--password-file or STRAND_PASSWORD")
+@click.option("--password-file", envvar="STRAND_PASSWORD_FILE", default=None,
+              type=click.Path(dir_okay=False), metavar="PATH",
+              help="a file holding --user's password (its first line)")
 @click.pass_context
 def cli(ctx: click.Context, bootstrap: str | None, tls: bool, tls_ca: str | None,
-        tls_cert: str | None, tls_key: str | None) -> None:
+        tls_cert: str | None, tls_key: str | None, user: str | None,
+        password_file: str | None) -> None:
     """Strand: a partitioned, replicated, durable commit log."""
     ctx.obj = {"bootstrap": bootstrap,
-               "security": client_tls_settings(tls, tls_ca, tls_cert, tls_key)}
+               "security": client_tls_settings(tls, tls_ca, tls_cert, tls_key, user,
+                                               _password(user, password_file))}
+
+
+def _password(user: str | None, password_file: str | None) -> str | None:
+    """--user's password: never on the command line (it would show in ps and shell
+    history)."""
+    if not user:
+        if password_file:
+            raise click.UsageError("--password-file needs --user")
+        return None
+    if password_file:
+        try:
+            with open(password_file, encoding="utf-8") as lines:
+                password = lines.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise click.UsageError(f"cannot read --password-file: {exc}") from exc
+    else:
+        password = os.environ.get("STRAND_PASSWORD", "")
+    if not password:
+        raise click.UsageError(f"no password for --user {user}: give --password-file or set "
+                               "STRAND_PASSWORD")
+    return password
 
 
 def main() -> None:

@@ -15,8 +15,9 @@ from typing import Any
 
 import grpc
 
+from strand.client.sasl import AioSaslInterceptor, SaslCredentials, sasl_channel
 from strand.errors import ErrorCode, NetworkError, RequestTimedOutError, StrandError, error_for
-from strand.security.tls import ClientTls
+from strand.security.tls import ClientTls, ClientTlsSettings
 from strand.version import VERSION
 
 __all__ = [
@@ -57,16 +58,23 @@ class TransportError(NetworkError):
         self.retriable = retriable
 
 
+# How the gateway refuses a whole call, naming Kafka's error first in the details
+# ("INVALID_REQUEST: …" over a size limit, "GROUP_AUTHORIZATION_FAILED: …",
+# "SASL_AUTHENTICATION_FAILED: …").
+_REFUSALS = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED,
+                       grpc.StatusCode.UNAUTHENTICATED})
+
+
 def transport_error(exc: grpc.RpcError, address: str, what: str) -> StrandError:
     """The typed error for a failed call: RequestTimedOutError for a deadline; the
-    error a refusal names (INVALID_ARGUMENT with details "INVALID_REQUEST: …", how the
-    services refuse a whole request, e.g. one over a size limit); else a TransportError
-    naming the gateway and the gRPC status."""
+    error a refusal names (INVALID_ARGUMENT, PERMISSION_DENIED or UNAUTHENTICATED with
+    details "CODE_NAME: …"); else a TransportError naming the gateway and the gRPC
+    status."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = exc.details() if hasattr(exc, "details") else str(exc)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimedOutError(f"{what} to gateway {address} timed out: {details}")
-    if code == grpc.StatusCode.INVALID_ARGUMENT and details:
+    if code in _REFUSALS and details:
         name, sep, message = details.partition(":")
         if sep and name in ErrorCode.__members__:
             return error_for(ErrorCode[name], message.strip())
@@ -88,38 +96,58 @@ def channel_options(client_id: str | None = None) -> list[tuple[str, Any]]:
 
 
 def open_channel(address: str, client_id: str | None = None,
-                 tls: ClientTls | None = None) -> grpc.Channel:
-    """A blocking-API channel (Consumer, Admin); TLS with ``tls``."""
+                 tls: ClientTls | None = None,
+                 sasl: SaslCredentials | None = None) -> grpc.Channel:
+    """A blocking-API channel (Consumer, Admin); TLS with ``tls``, every call
+    authenticated with ``sasl``."""
     options = channel_options(client_id)
     if tls is None:
-        return grpc.insecure_channel(address, options=options)
-    return grpc.secure_channel(address, tls.credentials(), options=options)
+        channel = grpc.insecure_channel(address, options=options)
+    else:
+        channel = grpc.secure_channel(address, tls.credentials(), options=options)
+    return channel if sasl is None else sasl_channel(channel, sasl)
 
 
 def open_aio_channel(address: str, client_id: str | None = None,
-                     tls: ClientTls | None = None) -> grpc.aio.Channel:
+                     tls: ClientTls | None = None,
+                     sasl: SaslCredentials | None = None) -> grpc.aio.Channel:
     """An asyncio channel (the producer's sender); create it inside its event loop."""
     options = channel_options(client_id)
+    interceptors = [] if sasl is None else [
+        AioSaslInterceptor(sasl, lambda: open_channel(address, client_id, tls))]
     if tls is None:
-        return grpc.aio.insecure_channel(address, options=options)
-    return grpc.aio.secure_channel(address, tls.credentials(), options=options)
+        return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+    return grpc.aio.secure_channel(address, tls.credentials(), options=options,
+                                   interceptors=interceptors)
 
 
 class AioChannels:
     """One asyncio channel per address, reused by every call (a service's channels to
-    its peers); :meth:`close` closes them all."""
+    its peers); :meth:`close` closes them all. ``sasl`` authenticates the calls to
+    the addresses it names (a coordinator's gateway), not those to the other services
+    (they know no users: they serve service identities)."""
 
-    def __init__(self, client_id: str | None = None, tls: ClientTls | None = None) -> None:
+    def __init__(self, client_id: str | None = None, tls: ClientTls | None = None,
+                 sasl: dict[str, SaslCredentials] | None = None) -> None:
         self.client_id = client_id
         self.tls = tls
+        self.sasl = dict(sasl or {})
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def get(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = open_aio_channel(address, self.client_id,
-                                                                 self.tls)
+            channel = self._channels[address] = open_aio_channel(
+                address, self.client_id, self.tls, self.sasl.get(address))
         return channel
+
+    def client_settings(self, address: str) -> ClientTlsSettings:
+        """The SDK clients' keywords for a client of ``address`` made like these."""
+        settings = self.tls.as_settings() if self.tls else ClientTlsSettings()
+        sasl = self.sasl.get(address)
+        if sasl is not None:
+            settings.update(sasl.as_settings(self.tls is not None))  # type: ignore[typeddict-item]
+        return settings
 
     async def close(self) -> None:
         channels = list(self._channels.values())

@@ -19,6 +19,7 @@ from strand.cluster.model import (
     PartitionRecord,
     TopicRecord,
 )
+from strand.security.state import SecurityState
 from strand.service.aio import wait_event
 
 
@@ -41,6 +42,7 @@ class MetadataCache:
         self.txn_shard_owners: dict[int, CoordinatorRecord] = {}
         self.controller: ControllerRecord | None = None
         self.controller_epoch = -1  # create revision of the election key
+        self.security = SecurityState()  # SCRAM users and ACLs
         self.revision = 0
         self._changed = asyncio.Event()
 
@@ -83,6 +85,10 @@ class MetadataCache:
                     owners.pop(parsed.partition, None)
                 else:
                     owners[parsed.partition] = CoordinatorRecord.from_json(value)
+            elif parsed.kind == "user":
+                self.security.apply_user(parsed.name, value)
+            elif parsed.kind == "acl":
+                self.security.apply_acl(parsed.name, value)
             elif parsed.kind == "controller":
                 if value is None:
                     self.controller, self.controller_epoch = None, -1
@@ -105,6 +111,7 @@ class MetadataCache:
         copy.txn_coordinators = dict(self.txn_coordinators)
         copy.txn_shard_owners = dict(self.txn_shard_owners)
         copy.controller, copy.controller_epoch = self.controller, self.controller_epoch
+        copy.security = self.security.copy()
         copy.revision = self.revision
         return copy
 
@@ -117,6 +124,8 @@ class MetadataCache:
         keys |= {self.keys.group_shard(k) for k in self.group_shard_owners}
         keys |= {self.keys.txn_coordinator(c) for c in self.txn_coordinators}
         keys |= {self.keys.txn_shard(k) for k in self.txn_shard_owners}
+        keys |= {self.keys.user(name) for name in self.security.users}
+        keys |= {self.keys.acl(key) for key in self.security.acl_keys()}
         if self.controller is not None:
             keys.add(self.keys.controller)
         return keys

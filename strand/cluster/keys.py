@@ -11,6 +11,8 @@
     <root>/<cluster>/shard-epochs/groups/<shard>     take-overs of a group shard so far
     <root>/<cluster>/shard-epochs/txns/<shard>       take-overs of a transaction shard so far
     <root>/<cluster>/pid-block                       the next block of producer ids
+    <root>/<cluster>/security/users/<name>           a SCRAM credential (salted form)
+    <root>/<cluster>/security/acls/<binding key>     an ACL binding
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class ParsedKey:
     # "broker", "controller", "topic", "partition", "coordinator", "group_shard",
-    # "txn_coordinator", "txn_shard"
+    # "txn_coordinator", "txn_shard", "user", "acl"
     kind: str
     topic: str = ""
     partition: int = -1
@@ -106,6 +108,22 @@ class KeySpace:
         """Written only by the active controller (fenced); not part of the cache."""
         return self.prefix + "pid-block"
 
+    @property
+    def users(self) -> str:
+        """SCRAM users, written only by the active controller (fenced)."""
+        return self.prefix + "security/users/"
+
+    def user(self, name: str) -> str:
+        return self.users + name
+
+    @property
+    def acls(self) -> str:
+        """ACL bindings, one key each (the binding's stable key), by the controller."""
+        return self.prefix + "security/acls/"
+
+    def acl(self, binding_key: str) -> str:
+        return self.acls + binding_key
+
     def parse(self, key: str) -> ParsedKey | None:
         """What a key under this cluster's prefix holds; None for anything else."""
         if not key.startswith(self.prefix):
@@ -131,6 +149,10 @@ class KeySpace:
                 return ParsedKey("group_shard", partition=int(tail[len("groups/"):]))
             if kind == "shards" and tail.startswith("txns/"):
                 return ParsedKey("txn_shard", partition=int(tail[len("txns/"):]))
+            if kind == "security" and tail.startswith("users/") and tail != "users/":
+                return ParsedKey("user", name=tail[len("users/"):])
+            if kind == "security" and tail.startswith("acls/") and tail != "acls/":
+                return ParsedKey("acl", name=tail[len("acls/"):])
         except ValueError:
             return None
         return None

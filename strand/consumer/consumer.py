@@ -50,6 +50,7 @@ from typing import Literal
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import MAX_MESSAGE_BYTES, open_channel
 from strand.client.metadata import MetadataCache
+from strand.client.sasl import SaslCredentials
 from strand.client.structs import TopicPartition
 from strand.consumer.coordinator import ConsumerCoordinator, ConsumerGroupMetadata
 from strand.consumer.errors import WakeupError
@@ -132,6 +133,9 @@ class Consumer:
         ssl_cafile: str | None = None,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
@@ -164,7 +168,9 @@ class Consumer:
         self._metadata = MetadataCache(max_age_ms=metadata_max_age_ms,
                                        refresh_backoff_ms=retry_backoff_ms)
         tls = ClientTls.from_settings(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
-        self._channel = open_channel(self.bootstrap, self.client_id, tls)
+        sasl = SaslCredentials.from_settings(security_protocol, sasl_mechanism,
+                                             sasl_plain_username, sasl_plain_password)
+        self._channel = open_channel(self.bootstrap, self.client_id, tls, sasl)
         self._topics = TopicMetadata(self._channel, self.bootstrap, self._metadata,
                                      request_timeout_ms)
         # What is assigned and where each partition stands: shared with the fetcher,

@@ -40,7 +40,6 @@ from strand.errors import (
     StrandError,
 )
 from strand.records import BatchBuilder
-from strand.security.tls import ClientTlsSettings
 
 log = logging.getLogger(__name__)
 
@@ -242,9 +241,8 @@ class GatewayShardLog:
         tp = TopicPartition(self.topic, self.shard)
         out: list[tuple[bytes, bytes | None]] = []
         deadline = time.monotonic() + LOAD_TIMEOUT_S
-        tls = self.gateway.channels.tls
-        with Consumer(self.bootstrap, **(tls.as_settings() if tls else ClientTlsSettings())
-                      ) as consumer:
+        settings = self.gateway.channels.client_settings(self.gateway.address)
+        with Consumer(self.bootstrap, **settings) as consumer:
             consumer.assign([tp])
             consumer.seek_to_beginning(tp)
             end = consumer.end_offsets([tp])[tp]

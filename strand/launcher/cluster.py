@@ -70,6 +70,10 @@ class ClusterSpec:
     # TLS on every listener and call between the services, and on etcd's client port
     # (None: plaintext); the launcher's own checks and clients use its client side.
     tls: ServiceTls | None = None
+    # (name, password) of a SCRAM user the controllers create at start (their bootstrap
+    # user) and the launcher's own checks authenticate as: give the gateways
+    # --super-users User:<name> with --authorizer acl (None: no user).
+    superuser: tuple[str, str] | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -165,7 +169,34 @@ class Cluster:
     def controller_node(self, index: int, port: int | None = None) -> ServiceProcess:
         process_id = f"controller-{index}"
         return self._service("controller", process_id, port, *self._leased,
-                             "--id", process_id, *self.spec.controller_args)
+                             "--id", process_id, *self._bootstrap_user,
+                             *self.spec.controller_args)
+
+    @property
+    def _bootstrap_user(self) -> list[str]:
+        """The controllers create the launcher's super user..."""
+        user = self._superuser_file()
+        return [] if user is None else ["--bootstrap-user", user[0],
+                                        "--bootstrap-password-file", user[1]]
+
+    @property
+    def _gateway_user(self) -> list[str]:
+        """...and the coordinators are that user at the gateway."""
+        user = self._superuser_file()
+        return [] if user is None else ["--gateway-user", user[0],
+                                        "--gateway-password-file", user[1]]
+
+    def _superuser_file(self) -> tuple[str, str] | None:
+        """(name, the file holding its password), the file written on first use."""
+        if self.spec.superuser is None:
+            return None
+        name, password = self.spec.superuser
+        secret = self.spec.directory / "superuser.password"
+        if not secret.exists():
+            secret.parent.mkdir(parents=True, exist_ok=True)
+            secret.touch(mode=0o600)
+            secret.write_text(password + "\n")
+        return name, str(secret)
 
     def storage_node(self, node: int, port: int | None = None) -> ServiceProcess:
         return self._service("storage", f"storage-{node}", port, *self._leased,
@@ -180,13 +211,14 @@ class Cluster:
                           args: Sequence[str] = ()) -> ServiceProcess:
         process_id = f"groups-{index}"
         return self._service("groups", process_id, port, *self._leased, "--id", process_id,
-                             "--bootstrap", self.bootstrap, *self.spec.coordinator_args, *args)
+                             "--bootstrap", self.bootstrap, *self._gateway_user,
+                             *self.spec.coordinator_args, *args)
 
     def txn_coordinator(self, index: int, port: int | None = None,
                         args: Sequence[str] = ()) -> ServiceProcess:
         process_id = f"txns-{index}"
         return self._service("transactions", process_id, port, *self._leased, "--id",
-                             process_id, "--bootstrap", self.bootstrap,
+                             process_id, "--bootstrap", self.bootstrap, *self._gateway_user,
                              *self.spec.txn_coordinator_args, *args)
 
     @property
@@ -262,7 +294,8 @@ class Cluster:
             return
         wanted = len(self.storage)
         tls = self.spec.tls.client if self.spec.tls else None
-        wait_until(lambda: probes.registered_brokers(self.bootstrap, tls=tls) >= wanted,
+        wait_until(lambda: probes.registered_brokers(self.bootstrap, tls=tls,
+                                                     user=self.spec.superuser) >= wanted,
                    timeout or self.spec.registered_timeout, "every storage node to register")
 
     def wait_coordinators_settled(self, timeout: float | None = None) -> None:

@@ -15,6 +15,7 @@ from strand.errors import (
     RequestTimedOutError,
     StrandError,
     UnknownTopicOrPartitionError,
+    error_for,
 )
 from strand.producer.producer_batch import ProducerBatch, TopicPartition
 from strand.producer.record_accumulator import RecordAccumulator
@@ -52,10 +53,12 @@ class QueuedBatchFailer:
         the metadata was known) fail with UnknownTopicOrPartitionError instead of
         expiring: at once for a partition beyond the topic's count, and after
         ``metadata_wait_ms`` (the producer's max_block_ms, what a keyed send would have
-        waited) for a topic the cluster does not know."""
+        waited) for a topic the cluster does not know; at once, with the typed error,
+        for a topic the producer's principal may not describe."""
         metadata = self.metadata
         missing: set[TopicPartition] = set()
         unknown: set[TopicPartition] = set()
+        refused: dict[TopicPartition, str] = {}
         for tp in tps:
             info = metadata.topic(tp[0])
             if info is None:
@@ -63,6 +66,8 @@ class QueuedBatchFailer:
             if info.error == ErrorCode.NONE:
                 if info.partitions and not 0 <= tp[1] < len(info.partitions):
                     missing.add(tp)
+            elif info.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                refused[tp] = info.error_message
             elif info.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 queued = self.accumulator.queued_batches(tp)
                 if queued and now - queued[0].created_ms >= self.metadata_wait_ms:
@@ -71,6 +76,10 @@ class QueuedBatchFailer:
             self.drain_and_fail(missing, lambda tp, n: UnknownTopicOrPartitionError(
                 f"{n} record(s) for {tp[0]}-{tp[1]}: topic {tp[0]!r} has "
                 f"{metadata.partition_count(tp[0])} partitions"))
+        if refused:
+            self.drain_and_fail(set(refused), lambda tp, n: error_for(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                f"{n} record(s) for {tp[0]}-{tp[1]}: {refused[tp]}"))
         if unknown:
             wait = self.metadata_wait_ms
             self.drain_and_fail(unknown, lambda tp, n: UnknownTopicOrPartitionError(

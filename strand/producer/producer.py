@@ -55,12 +55,14 @@ from types import TracebackType
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import MAX_MESSAGE_BYTES
 from strand.client.metadata import MetadataCache, TopicInfo
+from strand.client.sasl import SaslCredentials
 from strand.client.structs import OffsetAndMetadata, PreparedTransaction, TopicPartition
 from strand.errors import (
     ErrorCode,
     InvalidTxnStateError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    error_for,
 )
 from strand.errors import RecordTooLargeError as _RecordTooLargeError
 from strand.producer.errors import ProducerClosedError
@@ -217,9 +219,14 @@ class Producer:
         ssl_cafile: str | None = None,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
     ) -> None:
         self._acks = _acks(acks)
         tls = ClientTls.from_settings(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
+        sasl = SaslCredentials.from_settings(security_protocol, sasl_mechanism,
+                                             sasl_plain_username, sasl_plain_password)
         if transactional_id is not None:
             if transaction_timeout_ms is None:
                 transaction_timeout_ms = DEFAULT_TRANSACTION_TIMEOUT_MS
@@ -270,7 +277,7 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
             max_request_size=max_request_size, max_in_flight_requests=max_in_flight_requests,
             metadata_wait_ms=max_block_ms, client_id=self.client_id,
-            transactional_id=transactional_id or "", tls=tls))
+            transactional_id=transactional_id or "", tls=tls, sasl=sasl))
         self._transactions: Transactions | None = None
         if isinstance(self._transaction_manager, TransactionalManager):
             assert transactional_id is not None and transaction_timeout_ms is not None
@@ -399,6 +406,8 @@ class Producer:
             if (info is not None and info.error == ErrorCode.NONE and info.partitions
                     and (partition is None or partition < len(info.partitions))):
                 return info
+            if info is not None and info.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                raise error_for(info.error, info.error_message)  # waiting will not cure it
             if self._closed:
                 raise ProducerClosedError("the producer was closed while waiting for metadata")
             if self._sender.fatal_error is not None or not self._sender.running:

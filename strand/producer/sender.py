@@ -70,6 +70,7 @@ from strand.producer.transaction_manager import TransactionManager
 
 if TYPE_CHECKING:
     from strand.producer.transactional import Transactions
+from strand.client.sasl import SaslCredentials
 from strand.security.tls import ClientTls
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
@@ -120,6 +121,12 @@ _NEVER_WRITTEN = _SEQUENCE_ERRORS | {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORR
                                      ErrorCode.INVALID_RECORD, ErrorCode.RECORD_LIST_TOO_LARGE,
                                      ErrorCode.CONCURRENT_TRANSACTIONS}
 
+# Refusals by the gateway's ACL checks, before any storage node saw the attempt: they
+# say nothing of earlier attempts (one may have been written before an ACL changed).
+_REFUSED_BY_GATEWAY = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
+
 _EXPIRY_CHECK_MS = 100.0
 
 
@@ -140,6 +147,7 @@ class SenderConfig:
     client_id: str = ""
     transactional_id: str = ""  # sent with each Produce (KIP-890 verification)
     tls: ClientTls | None = None  # None: plaintext
+    sasl: SaslCredentials | None = None  # None: no authentication
 
 
 class Sender:
@@ -251,7 +259,7 @@ class Sender:
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         channel = open_aio_channel(self.address, self.config.client_id or None,
-                                   self.config.tls)
+                                   self.config.tls, self.config.sasl)
         self._stub = gateway_pb2_grpc.GatewayStub(channel)
         self._produce_rpc = channel.unary_unary(
             "/strand.v1.Gateway/Produce", request_serializer=None,
@@ -539,7 +547,8 @@ class Sender:
                     continue
                 error = error_for(code, part.error_message)
                 tm = self._tm
-                if tm is not None and code != ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                if (tm is not None and code != ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+                        and code not in _REFUSED_BY_GATEWAY):
                     for batch in group:
                         tm.attempt_failed(batch, proves_unwritten=code in _NEVER_WRITTEN)
                 if tm is not None and code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:

@@ -6,18 +6,24 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["SECURITY_PROTOCOLS", "ClientTlsSettings", "TlsError", "client_tls_settings"]
+__all__ = ["SASL_PROTOCOLS", "SECURITY_PROTOCOLS", "TLS_PROTOCOLS", "ClientTlsSettings",
+           "TlsError", "client_tls_settings"]
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 class ClientTlsSettings(TypedDict, total=False):
-    """Kafka's names for a client's TLS settings (the SDK clients' keywords)."""
+    """Kafka's names for a client's TLS and SASL settings (the SDK clients' keywords)."""
 
     security_protocol: str
     ssl_cafile: str
     ssl_certfile: str
     ssl_keyfile: str
+    sasl_mechanism: str
+    sasl_plain_username: str
+    sasl_plain_password: str
 
 
 class TlsError(ValueError):
@@ -26,12 +32,19 @@ class TlsError(ValueError):
 
 
 def client_tls_settings(tls: bool, ca: str | None, cert: str | None,
-                        key: str | None) -> ClientTlsSettings:
-    """The SDK clients' settings from a tool's TLS options (``--tls``, ``--tls-ca``,
-    ``--tls-cert``, ``--tls-key``: any file turns TLS on). The files are checked when
-    a client is made."""
+                        key: str | None, user: str | None = None,
+                        password: str | None = None) -> ClientTlsSettings:
+    """The SDK clients' settings from a tool's security options (``--tls``,
+    ``--tls-ca``, ``--tls-cert``, ``--tls-key``: any file turns TLS on; ``--user`` and
+    its password: SCRAM-SHA-512). The files are checked when a client is made."""
     settings = ClientTlsSettings()
-    if tls or ca or cert or key:
+    tls = bool(tls or ca or cert or key)
+    if user:
+        settings["security_protocol"] = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        settings["sasl_mechanism"] = "SCRAM-SHA-512"
+        settings["sasl_plain_username"] = user
+        settings["sasl_plain_password"] = password or ""
+    elif tls:
         settings["security_protocol"] = "SSL"
     if ca:
         settings["ssl_cafile"] = ca

@@ -28,7 +28,12 @@ from typing import Literal
 
 import grpc
 
-from strand.security.settings import SECURITY_PROTOCOLS, ClientTlsSettings, TlsError
+from strand.security.settings import (
+    SECURITY_PROTOCOLS,
+    TLS_PROTOCOLS,
+    ClientTlsSettings,
+    TlsError,
+)
 
 __all__ = ["SECURITY_PROTOCOLS", "ClientTls", "ClientTlsSettings", "ServerTls", "ServiceTls",
            "TlsError", "server_credentials"]
@@ -168,18 +173,20 @@ class ClientTls:
     def from_settings(cls, security_protocol: str = "PLAINTEXT", ssl_cafile: str | None = None,
                       ssl_certfile: str | None = None, ssl_keyfile: str | None = None,
                       ) -> ClientTls | None:
-        """Kafka's client settings; None for PLAINTEXT. Files given without
-        ``security_protocol="SSL"`` are refused (they would be silently unused)."""
+        """Kafka's client settings; None for PLAINTEXT and SASL_PLAINTEXT. Files given
+        without TLS (``SSL`` or ``SASL_SSL``) are refused (they would be silently
+        unused)."""
         if security_protocol not in SECURITY_PROTOCOLS:
             raise TlsError(f"security_protocol {security_protocol!r}: use "
-                           f"{' or '.join(SECURITY_PROTOCOLS)}")
+                           f"{', '.join(SECURITY_PROTOCOLS)}")
         files = {"ssl_cafile": ssl_cafile, "ssl_certfile": ssl_certfile,
                  "ssl_keyfile": ssl_keyfile}
-        if security_protocol == "PLAINTEXT":
+        if security_protocol not in TLS_PROTOCOLS:
             given = sorted(name for name, value in files.items() if value)
             if given:
-                raise TlsError(f"{', '.join(given)} given with security_protocol='PLAINTEXT': "
-                               "set security_protocol='SSL' to use TLS")
+                raise TlsError(f"{', '.join(given)} given with security_protocol="
+                               f"{security_protocol!r}: set security_protocol='SSL' (or "
+                               "'SASL_SSL') to use TLS")
             return None
         tls = cls(Path(ssl_cafile) if ssl_cafile else None,
                   Path(ssl_certfile) if ssl_certfile else None,

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from strand.client.sasl import SaslCredentials
+from strand.security.scram import MECHANISM
 from strand.security.tls import ClientTls, ServiceTls, TlsError
 from strand.service.logs import setup_logging
 from strand.service.telemetry import add_metrics_port_argument, setup_telemetry
@@ -111,6 +113,40 @@ def service_tls(parser: argparse.ArgumentParser, args: argparse.Namespace
             tuple(p.strip() for p in args.tls_service_names.split(",") if p.strip()))
     except TlsError as exc:
         parser.error(str(exc))
+
+
+def read_password_file(parser: argparse.ArgumentParser, path: str, flag: str) -> str:
+    """The password a file holds (its first line); exit code 2 naming ``flag`` when it
+    cannot be read or is empty."""
+    try:
+        with open(path, encoding="utf-8") as lines:
+            password = lines.readline().rstrip("\r\n")
+    except OSError as exc:
+        parser.error(f"{flag}: cannot read the password: {exc}")
+    if not password:
+        parser.error(f"{flag}: {path} holds no password")
+    return password
+
+
+def add_gateway_user_arguments(parser: argparse.ArgumentParser) -> None:
+    """A coordinator's SCRAM user at its gateway, where authentication is required and
+    the coordinator has no service certificate to present."""
+    env = os.environ.get
+    parser.add_argument("--gateway-user", default=env("STRAND_GATEWAY_USER"), metavar="NAME",
+                        help="authenticate to the gateway as this SCRAM-SHA-512 user (a "
+                             "super user there), its password in --gateway-password-file")
+    parser.add_argument("--gateway-password-file", default=env("STRAND_GATEWAY_PASSWORD_FILE"),
+                        metavar="PATH")
+
+
+def gateway_user(parser: argparse.ArgumentParser,
+                 args: argparse.Namespace) -> SaslCredentials | None:
+    if not args.gateway_user and not args.gateway_password_file:
+        return None
+    if not (args.gateway_user and args.gateway_password_file):
+        parser.error("--gateway-user and --gateway-password-file go together")
+    return SaslCredentials(MECHANISM, args.gateway_user, read_password_file(
+        parser, args.gateway_password_file, "--gateway-password-file"))
 
 
 def etcd_endpoints(text: str) -> list[str]:

@@ -4,6 +4,8 @@ clear error when the address cannot be bound."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -20,18 +22,20 @@ GRPC_OPTIONS = [
 ]
 
 
-def new_server(internal: tuple[str, ServiceTls | None] | None = None
+def new_server(internal: tuple[str, ServiceTls | None] | None = None,
+               interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
                ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """A server with the telemetry interceptors and the health service (NOT_SERVING
     until ``set_serving``); add the service's own servicer, then ``serve``.
     ``internal`` (the service's name and TLS) marks a service only the others call:
-    with service names in its TLS, it serves only callers presenting one."""
-    interceptors = list(telemetry.server_interceptors())
+    with service names in its TLS, it serves only callers presenting one.
+    ``interceptors`` run after telemetry's (so what they refuse is counted)."""
+    chain = list(telemetry.server_interceptors())
     if internal is not None:
         name, tls = internal
         if tls is not None and tls.service_names:
-            interceptors.insert(0, ServiceIdentityInterceptor(tls.service_names, name))
-    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
+            chain.insert(0, ServiceIdentityInterceptor(tls.service_names, name))
+    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[*chain, *interceptors])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     return server, health_servicer

@@ -9,10 +9,12 @@ health service stays open to any certificate of the CA (probes)."""
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
+
+from strand.service.call_guard import guarded
 
 __all__ = ["HEALTH_METHODS", "ServiceIdentityInterceptor", "peer_names"]
 
@@ -55,50 +57,6 @@ class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mi
         details: grpc.HandlerCallDetails,
     ) -> Any:
         handler = await continuation(details)
-        method = details.method
-        if handler is None or method in HEALTH_METHODS:
+        if handler is None or details.method in HEALTH_METHODS:
             return handler
-        check = self._check
-        if handler.unary_unary is not None:
-            unary = handler.unary_unary
-
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                await check(context, method)
-                return await unary(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        if handler.unary_stream is not None:
-            streaming = handler.unary_stream
-
-            async def unary_stream(request: Any, context: grpc.aio.ServicerContext
-                                   ) -> AsyncIterator[Any]:
-                await check(context, method)
-                async for answer in streaming(request, context):
-                    yield answer
-
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        if handler.stream_unary is not None:
-            collecting = handler.stream_unary
-
-            async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-                await check(context, method)
-                return await collecting(requests, context)
-
-            return grpc.stream_unary_rpc_method_handler(
-                stream_unary, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        both = handler.stream_stream
-
-        async def stream_stream(requests: Any, context: grpc.aio.ServicerContext
-                                ) -> AsyncIterator[Any]:
-            await check(context, method)
-            async for answer in both(requests, context):
-                yield answer
-
-        return grpc.stream_stream_rpc_method_handler(
-            stream_stream, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+        return guarded(handler, details.method, self._check)

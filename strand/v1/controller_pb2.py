@@ -23,33 +23,34 @@ _sym_db = _symbol_database.Default()
 
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
+from strand.v1 import security_pb2 as strand_dot_v1_dot_security__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"O\n\x1a\x41llocateProducerIdsRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\t\x12\x19\n\x11\x63oordinator_epoch\x18\x02 \x01(\x03\"\xa2\x01\n\x1b\x41llocateProducerIdsResponse\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x19\n\x11\x66irst_producer_id\x18\x04 \x01(\x03\x12\r\n\x05\x63ount\x18\x05 \x01(\x05\">\n\x1a\x45nsureInternalTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\"\xd9\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.strand.v1.AlterPartitionRequest.Partition\x1am\n\tPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07new_isr\x18\x05 \x03(\x05\"\xf1\x02\n\x16\x41lterPartitionResponse\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12?\n\npartitions\x18\x04 \x03(\x0b\x32+.strand.v1.AlterPartitionResponse.Partition\x1a\xba\x01\n\tPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x0b\n\x03isr\x18\x08 \x03(\x05\"D\n\x19\x43ontrolledShutdownRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x96\x01\n\x1a\x43ontrolledShutdownResponse\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x1d\n\x15remaining_leaderships\x18\x04 \x01(\x05\x32\xd0\x06\n\nController\x12O\n\x0c\x43reateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n\x0c\x44\x65leteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12[\n\x10\x43reatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12O\n\x0c\x41lterConfigs\x12\x1e.strand.v1.AlterConfigsRequest\x1a\x1f.strand.v1.AlterConfigsResponse\x12U\n\x0e\x41lterPartition\x12 .strand.v1.AlterPartitionRequest\x1a!.strand.v1.AlterPartitionResponse\x12\x61\n\x12\x43ontrolledShutdown\x12$.strand.v1.ControlledShutdownRequest\x1a%.strand.v1.ControlledShutdownResponse\x12|\n\x1b\x41lterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12T\n\x13\x45nsureInternalTopic\x12%.strand.v1.EnsureInternalTopicRequest\x1a\x16.strand.v1.TopicResult\x12\x64\n\x13\x41llocateProducerIds\x12%.strand.v1.AllocateProducerIdsRequest\x1a&.strand.v1.AllocateProducerIdsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/security.proto\"O\n\x1a\x41llocateProducerIdsRequest\x12\x16\n\x0e\x63oordinator_id\x18\x01 \x01(\t\x12\x19\n\x11\x63oordinator_epoch\x18\x02 \x01(\x03\"\xa2\x01\n\x1b\x41llocateProducerIdsResponse\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x19\n\x11\x66irst_producer_id\x18\x04 \x01(\x03\x12\r\n\x05\x63ount\x18\x05 \x01(\x05\">\n\x1a\x45nsureInternalTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\"\xd9\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.strand.v1.AlterPartitionRequest.Partition\x1am\n\tPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07new_isr\x18\x05 \x03(\x05\"\xf1\x02\n\x16\x41lterPartitionResponse\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12?\n\npartitions\x18\x04 \x03(\x0b\x32+.strand.v1.AlterPartitionResponse.Partition\x1a\xba\x01\n\tPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x0b\n\x03isr\x18\x08 \x03(\x05\"D\n\x19\x43ontrolledShutdownRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x96\x01\n\x1a\x43ontrolledShutdownResponse\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x1d\n\x15remaining_leaderships\x18\x04 \x01(\x05\x32\xde\x08\n\nController\x12O\n\x0c\x43reateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n\x0c\x44\x65leteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12[\n\x10\x43reatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12O\n\x0c\x41lterConfigs\x12\x1e.strand.v1.AlterConfigsRequest\x1a\x1f.strand.v1.AlterConfigsResponse\x12U\n\x0e\x41lterPartition\x12 .strand.v1.AlterPartitionRequest\x1a!.strand.v1.AlterPartitionResponse\x12\x61\n\x12\x43ontrolledShutdown\x12$.strand.v1.ControlledShutdownRequest\x1a%.strand.v1.ControlledShutdownResponse\x12|\n\x1b\x41lterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12T\n\x13\x45nsureInternalTopic\x12%.strand.v1.EnsureInternalTopicRequest\x1a\x16.strand.v1.TopicResult\x12\x64\n\x13\x41llocateProducerIds\x12%.strand.v1.AllocateProducerIdsRequest\x1a&.strand.v1.AllocateProducerIdsResponse\x12I\n\nCreateAcls\x12\x1c.strand.v1.CreateAclsRequest\x1a\x1d.strand.v1.CreateAclsResponse\x12I\n\nDeleteAcls\x12\x1c.strand.v1.DeleteAclsRequest\x1a\x1d.strand.v1.DeleteAclsResponse\x12v\n\x19\x41lterUserScramCredentials\x12+.strand.v1.AlterUserScramCredentialsRequest\x1a,.strand.v1.AlterUserScramCredentialsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strand.v1.controller_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=65
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=144
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=147
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=309
-  _globals['_ENSUREINTERNALTOPICREQUEST']._serialized_start=311
-  _globals['_ENSUREINTERNALTOPICREQUEST']._serialized_end=373
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=376
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=593
-  _globals['_ALTERPARTITIONREQUEST_PARTITION']._serialized_start=484
-  _globals['_ALTERPARTITIONREQUEST_PARTITION']._serialized_end=593
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=596
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=965
-  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_start=779
-  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_end=965
-  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_start=967
-  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_end=1035
-  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_start=1038
-  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_end=1188
-  _globals['_CONTROLLER']._serialized_start=1191
-  _globals['_CONTROLLER']._serialized_end=2039
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=91
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=170
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=173
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=335
+  _globals['_ENSUREINTERNALTOPICREQUEST']._serialized_start=337
+  _globals['_ENSUREINTERNALTOPICREQUEST']._serialized_end=399
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=402
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=619
+  _globals['_ALTERPARTITIONREQUEST_PARTITION']._serialized_start=510
+  _globals['_ALTERPARTITIONREQUEST_PARTITION']._serialized_end=619
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=622
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=991
+  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_start=805
+  _globals['_ALTERPARTITIONRESPONSE_PARTITION']._serialized_end=991
+  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_start=993
+  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_end=1061
+  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_start=1064
+  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_end=1214
+  _globals['_CONTROLLER']._serialized_start=1217
+  _globals['_CONTROLLER']._serialized_end=2335
 # @@protoc_insertion_point(module_scope)

@@ -1,4 +1,5 @@
 from strand.v1 import common_pb2 as _common_pb2
+from strand.v1 import security_pb2 as _security_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

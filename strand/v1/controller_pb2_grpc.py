@@ -5,6 +5,7 @@ import warnings
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 from strand.v1 import controller_pb2 as strand_dot_v1_dot_controller__pb2
+from strand.v1 import security_pb2 as strand_dot_v1_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -80,6 +81,21 @@ class ControllerStub:
                 request_serializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/strand.v1.Controller/CreateAcls',
+                request_serializer=strand_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/strand.v1.Controller/DeleteAcls',
+                request_serializer=strand_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/strand.v1.Controller/AlterUserScramCredentials',
+                request_serializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -147,6 +163,25 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """ACLs and SCRAM users, stored under security/ in etcd (fenced like every write).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +229,21 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AllocateProducerIds,
                     request_deserializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.CreateAclsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -439,6 +489,87 @@ class Controller:
             '/strand.v1.Controller/AllocateProducerIds',
             strand_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
             strand_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/CreateAcls',
+            strand_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/DeleteAcls',
+            strand_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/AlterUserScramCredentials',
+            strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,6 +5,7 @@ import warnings
 
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 from strand.v1 import groups_pb2 as strand_dot_v1_dot_groups__pb2
+from strand.v1 import security_pb2 as strand_dot_v1_dot_security__pb2
 from strand.v1 import storage_pb2 as strand_dot_v1_dot_storage__pb2
 from strand.v1 import transactions_pb2 as strand_dot_v1_dot_transactions__pb2
 
@@ -181,6 +182,36 @@ class GatewayStub:
                 '/strand.v1.Gateway/WriteTxnMarkers',
                 request_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+        self.SaslAuthenticate = channel.unary_unary(
+                '/strand.v1.Gateway/SaslAuthenticate',
+                request_serializer=strand_dot_v1_dot_security__pb2.SaslAuthenticateRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.SaslAuthenticateResponse.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/strand.v1.Gateway/CreateAcls',
+                request_serializer=strand_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/strand.v1.Gateway/DescribeAcls',
+                request_serializer=strand_dot_v1_dot_security__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/strand.v1.Gateway/DeleteAcls',
+                request_serializer=strand_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/strand.v1.Gateway/AlterUserScramCredentials',
+                request_serializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/strand.v1.Gateway/DescribeUserScramCredentials',
+                request_serializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
                 _registered_method=True)
 
 
@@ -366,6 +397,43 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SaslAuthenticate(self, request, context):
+        """Security: authenticate (SCRAM), ACLs and SCRAM users (writes go to the controller).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -513,6 +581,36 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.WriteTxnMarkers,
                     request_deserializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.FromString,
                     response_serializer=strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'SaslAuthenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.SaslAuthenticate,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.SaslAuthenticateRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.SaslAuthenticateResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.CreateAclsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1298,6 +1396,168 @@ class Gateway:
             '/strand.v1.Gateway/WriteTxnMarkers',
             strand_dot_v1_dot_storage__pb2.WriteTxnMarkersRequest.SerializeToString,
             strand_dot_v1_dot_storage__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaslAuthenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/SaslAuthenticate',
+            strand_dot_v1_dot_security__pb2.SaslAuthenticateRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.SaslAuthenticateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/CreateAcls',
+            strand_dot_v1_dot_security__pb2.CreateAclsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DescribeAcls',
+            strand_dot_v1_dot_security__pb2.DescribeAclsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DeleteAcls',
+            strand_dot_v1_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/AlterUserScramCredentials',
+            strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DescribeUserScramCredentials',
+            strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from strand.launcher import EtcdServer, ServiceProcess
+from strand.launcher import Cluster, EtcdServer, ServiceProcess
 from tests.support.cluster import SdkCluster, new_etcd, start_sdk_cluster
 from tests.support.controllers import start_controllers
+from tests.support.security import secured_spec
 
 
 @pytest.fixture
@@ -60,6 +61,19 @@ def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkCluster
     tests that do start a cluster of their own (``sdk_cluster_factory``)."""
     cluster = start_sdk_cluster(tmp_path_factory.mktemp("txn"), nodes=3, name="txn",
                                 coordinators=1, txn_coordinators=1)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="package")
+def secured_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A storage node, a group and a transaction coordinator, with SCRAM-SHA-512
+    authentication required and ACLs enforced (tests.support.security), shared by the
+    security tests. They name what they create with unique(); a client whose session
+    is refused (a gateway restarted) authenticates again by itself."""
+    cluster = Cluster(secured_spec(
+        tmp_path_factory.mktemp("secured"), "secured", storage_nodes=1, coordinators=1,
+        coordinator_args=("--shards", "2", "--initial-rebalance-delay-ms", "0"))).start()
     yield cluster
     cluster.stop()
 

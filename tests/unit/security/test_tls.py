@@ -109,7 +109,8 @@ def test_rotated_files_are_served_to_the_next_connection(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("settings", "message"), [
-    ({"security_protocol": "TLS"}, "security_protocol 'TLS': use PLAINTEXT or SSL"),
+    ({"security_protocol": "TLS"},
+     "security_protocol 'TLS': use PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ({"ssl_cafile": str(CA)}, "ssl_cafile given with security_protocol='PLAINTEXT'"),
     ({"security_protocol": "SSL", "ssl_certfile": str(cert("client"))},
      "give both ssl_certfile and ssl_keyfile"),
