@@ -28,7 +28,7 @@ help:
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
 	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
-	@echo "make bench-tls - the cost of TLS: produce and consume on a mutual-TLS cluster vs a plaintext one; JSON to TLS_JSON=bench/results/tls-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make bench-tls - the cost of security: produce and consume on a mutual-TLS cluster and on one with TLS, SCRAM and ACLs vs a plaintext one; JSON to TLS_JSON=bench/results/tls-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make bench-spark - Spark: strand batch reader and mirror job vs a plain SDK consume->produce loop, two local clusters; JSON to SPARK_JSON=bench/results/spark-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make mirror-demo - two local clusters, the mirror job copying a topic while it is written, the audit's report (REPORT_DIR=)"
 	@echo "make mirror-faults - the Spark mirror, exactly once while its driver and a target leader are killed (MIRROR_FAULT_RECORDS=100000), and the demo's check"
