@@ -11,7 +11,7 @@ APT_PACKAGES := etcd-server
 # Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
 JAVA_PACKAGES := openjdk-17-jre-headless
 
-.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls
+.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls bench-quotas
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
 	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make bench-tls - the cost of security: produce and consume on a mutual-TLS cluster and on one with TLS, SCRAM and ACLs vs a plaintext one; JSON to TLS_JSON=bench/results/tls-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make bench-quotas - client quotas: two clients flat out, one with a 5 MB/s producer quota; its rate vs the quota; JSON to QUOTA_JSON=bench/results/quota-bench.json (QUOTA_SECONDS=)"
 	@echo "make bench-spark - Spark: strand batch reader and mirror job vs a plain SDK consume->produce loop, two local clusters; JSON to SPARK_JSON=bench/results/spark-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make mirror-demo - two local clusters, the mirror job copying a topic while it is written, the audit's report (REPORT_DIR=)"
 	@echo "make mirror-faults - the Spark mirror, exactly once while its driver and a target leader are killed (MIRROR_FAULT_RECORDS=100000), and the demo's check"
@@ -197,6 +198,10 @@ TLS_JSON ?= bench/results/tls-bench.json
 bench-tls: setup system-deps
 	@$(PY) bench/tls_bench.py --output $(TLS_JSON) \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RECORDS),--records $(RECORDS))
+
+QUOTA_JSON ?= bench/results/quota-bench.json
+bench-quotas: setup system-deps
+	@$(PY) bench/quota_bench.py --output $(QUOTA_JSON) $(if $(QUOTA_SECONDS),--seconds $(QUOTA_SECONDS))
 
 # End-to-end throughput of two revisions in one run (bench/compare_revisions.py --help):
 # strand bench produce (acks=1, acks=all) and consume on a 12-partition RF 3 topic.

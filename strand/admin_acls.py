@@ -1,4 +1,5 @@
-"""The admin client's security calls (Kafka's Admin names): ACLs and SCRAM users.
+"""The admin client's security calls (Kafka's Admin names): ACLs, SCRAM users and
+client quotas.
 
 ::
 
@@ -20,13 +21,15 @@ that is sent (Kafka's AlterUserScramCredentials does the same).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from strand.errors import ErrorCode, error_for
 from strand.security.acl import AclBinding, AclBindingFilter
 from strand.security.acl_fields import FIELDS, binding_from_fields, fields_of
+from strand.security.quota_fields import FilterComponent, entity_from_parts, parts_of
+from strand.security.quotas import QuotaEntity, QuotaValues
 from strand.security.scram import DEFAULT_ITERATIONS, MECHANISM, make_credential
 from strand.v1 import security_pb2 as pb
 
@@ -56,6 +59,12 @@ def _filter_entry(acl_filter: AclBindingFilter) -> pb.AclEntry:
 
 def _binding(entry: pb.AclEntry) -> AclBinding:
     return binding_from_fields({name: getattr(entry, name) for name in FIELDS})
+
+
+def _quota_entity(entity: QuotaEntity) -> pb.QuotaEntity:
+    return pb.QuotaEntity(parts=[pb.QuotaEntityPart(entity_type=kind, name=name,
+                                                    is_default=default)
+                                 for kind, name, default in parts_of(entity)])
 
 
 def _raise_first(failures: list[tuple[str, int, str]], what: str) -> None:
@@ -145,6 +154,41 @@ class AclAdmin:
                       for u in response.users if u.error_code], "cannot describe user")
         return [ScramUserDescription(u.user, u.mechanism, u.iterations)
                 for u in response.users]
+
+    # ---------------------------------------------------------------- client quotas
+
+    def alter_client_quotas(self, entity: QuotaEntity, set: Mapping[str, float] | None = None,
+                            remove: Sequence[str] = (), validate_only: bool = False) -> None:
+        """Set (``set``: producer_byte_rate, consumer_byte_rate in bytes/s,
+        request_percentage) and remove quotas of one entity (a user, a client id, both;
+        DEFAULT for the default of a type)."""
+        ops = [(key, float(value)) for key, value in (set or {}).items()]
+        QuotaValues().altered([*ops, *((key, None) for key in remove)])  # checked here first
+        request = pb.AlterClientQuotasRequest(validate_only=validate_only, entries=[
+            pb.AlterClientQuotasRequest.Entry(
+                entity=_quota_entity(entity),
+                ops=[*(pb.AlterClientQuotasRequest.Op(key=k, value=v) for k, v in ops),
+                     *(pb.AlterClientQuotasRequest.Op(key=k, remove=True) for k in remove)])])
+        response: pb.AlterClientQuotasResponse = self._call(
+            self._stub.AlterClientQuotas, request, "AlterClientQuotas")
+        _raise_first([(str(entity), e.error_code, e.error_message)
+                      for e in response.entries if e.error_code], "cannot alter quotas of")
+
+    def describe_client_quotas(self, components: Sequence[FilterComponent] = (),
+                               strict: bool = False
+                               ) -> list[tuple[QuotaEntity, dict[str, float]]]:
+        """The entities with quotas the filter matches (default: all), and their quotas."""
+        response: pb.DescribeClientQuotasResponse = self._call(
+            self._stub.DescribeClientQuotas, pb.DescribeClientQuotasRequest(
+                strict=strict, components=[
+                    pb.DescribeClientQuotasRequest.Component(
+                        entity_type=c.entity_type, match=c.match, name=c.name)
+                    for c in components]), "DescribeClientQuotas")
+        if response.error_code:
+            raise error_for(response.error_code, response.error_message)
+        return [(entity_from_parts((p.entity_type, p.name, p.is_default)
+                                   for p in e.entity.parts),
+                 {v.key: v.value for v in e.values}) for e in response.entries]
 
     def _alter_users(self, request: pb.AlterUserScramCredentialsRequest) -> None:
         response: pb.AlterUserScramCredentialsResponse = self._call(

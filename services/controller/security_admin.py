@@ -13,6 +13,7 @@ from services.controller.writer import MetadataWriter
 from strand.cluster.cache import MetadataCache
 from strand.errors import InvalidRequestError, ResourceNotFoundError
 from strand.security.acl import AclBinding, AclBindingFilter
+from strand.security.quotas import InvalidQuotaError, QuotaEntity, QuotaValues
 from strand.security.scram import MECHANISM, ScramCredential, make_credential, validate_username
 
 __all__ = ["BootstrapUser", "SecurityAdmin"]
@@ -61,6 +62,22 @@ class SecurityAdmin:
             raise ResourceNotFoundError(
                 f"user {name!r} has no {MECHANISM} credential to delete")
         return await writer.write_security([], [self.cache.keys.user(name)])
+
+    async def alter_quotas(self, writer: MetadataWriter, entity: QuotaEntity,
+                           ops: list[tuple[str, float | None]], validate_only: bool) -> int:
+        """Set (a value) or remove (None) the entity's quotas; an entity left without
+        any quota loses its key. The revision written (0: nothing written)."""
+        current = dict(self.cache.security.quotas.items()).get(entity, QuotaValues())
+        try:
+            altered = current.altered(ops)
+        except InvalidQuotaError as exc:
+            raise InvalidRequestError(f"quotas of {entity}: {exc}") from exc
+        if validate_only:
+            return 0
+        key = self.cache.keys.quota(entity.key())
+        if altered.is_empty():
+            return await writer.write_security([], [key])
+        return await writer.write_security([(key, altered.to_json())])
 
     async def ensure_bootstrap_user(self, writer: MetadataWriter, user: BootstrapUser) -> bool:
         """Create ``user`` if it has no credential; whether it was created (a password

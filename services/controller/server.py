@@ -47,6 +47,8 @@ from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
 from strand.security.acl import InvalidAclError
 from strand.security.acl_fields import FIELDS, binding_from_fields, fields_of, filter_from_fields
+from strand.security.quota_fields import entity_from_parts
+from strand.security.quotas import InvalidQuotaError
 from strand.security.scram import ScramCredential
 from strand.security.tls import ClientTls, ServiceTls
 from strand.service.aio import wait_event
@@ -333,6 +335,28 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
             except Exception as exc:
                 _set_error(result, exc, "upsert SCRAM user", user=upsertion.user)
+        return response
+
+    async def AlterClientQuotas(self, request: pb_sec.AlterClientQuotasRequest,
+                                context: grpc.aio.ServicerContext
+                                ) -> pb_sec.AlterClientQuotasResponse:
+        await _within(context, self.limits.check_topics, len(request.entries))
+        response = pb_sec.AlterClientQuotasResponse()
+        for entry in request.entries:
+            result = response.entries.add(entity=entry.entity)
+            try:
+                entity = entity_from_parts(
+                    (p.entity_type, p.name, p.is_default) for p in entry.entity.parts)
+                revision = await self.security.alter_quotas(
+                    self._writer(), entity,
+                    [(op.key, None if op.remove else op.value) for op in entry.ops],
+                    request.validate_only)
+                if revision:
+                    await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
+            except InvalidQuotaError as exc:
+                _set_error(result, InvalidRequestError(f"client quotas: {exc}"), "quotas")
+            except Exception as exc:
+                _set_error(result, exc, "alter client quotas")
         return response
 
     def _writer(self) -> MetadataWriter:

@@ -64,6 +64,7 @@ class Caller:
     # coordinators write their internal topics through the gateway. Like Kafka's
     # inter-broker principal, it is a super user.
     service: bool = False
+    client_id: str = ""  # the client's client.id (its user agent), for quotas
 
 
 # No default: a handler reached without the authentication step is a bug.
@@ -130,6 +131,8 @@ CALL_RULES: dict[str, tuple[Rule, ...]] = {
     "DescribeAcls": ((Operation.DESCRIBE, C, _cluster),),
     "AlterUserScramCredentials": ((Operation.ALTER, C, _cluster),),
     "DescribeUserScramCredentials": ((Operation.DESCRIBE, C, _cluster),),
+    "AlterClientQuotas": ((Operation.ALTER_CONFIGS, C, _cluster),),
+    "DescribeClientQuotas": ((Operation.DESCRIBE_CONFIGS, C, _cluster),),
 }
 
 # Per-topic operations of the calls that answer topic by topic.

@@ -38,6 +38,23 @@ def _token(context: grpc.aio.ServicerContext) -> str | None:
     return None
 
 
+def client_id_of(user_agent: str) -> str:
+    """The client.id Strand's SDK puts in its user agent (``strand-python/<version>
+    <client id> grpc-python/…``); "" for another client."""
+    words = user_agent.split()
+    if len(words) > 1 and words[0].startswith("strand-python/") \
+            and not words[1].startswith("grpc-"):
+        return words[1]
+    return ""
+
+
+def _client_id(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == "user-agent" and isinstance(value, str):
+            return client_id_of(value)
+    return ""
+
+
 def _certificate_names(context: grpc.aio.ServicerContext) -> list[str]:
     # Only a certificate the TLS layer verified is in the auth context.
     return [name.decode(errors="replace")
@@ -62,7 +79,7 @@ class PrincipalInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                                 f"{exc.code.name}: {method.rsplit('/', 1)[-1]}: {exc}")
         service = (token is None and self.services is not None
                    and self.services.allowed(peer_names(context)))
-        CALLER.set(Caller(principal, peer_host(context.peer()), service))
+        CALLER.set(Caller(principal, peer_host(context.peer()), service, _client_id(context)))
 
     async def intercept_service(
         self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],

@@ -13,6 +13,8 @@ from strand.cluster.cache import MetadataCache
 from strand.errors import ErrorCode, StrandError
 from strand.security.acl import InvalidAclError
 from strand.security.acl_fields import FIELDS, fields_of, filter_from_fields
+from strand.security.quota_fields import FilterComponent, filter_matches, parts_of
+from strand.security.quotas import InvalidQuotaError
 from strand.security.scram import MECHANISM
 from strand.v1 import security_pb2 as pb
 
@@ -81,6 +83,38 @@ class SecurityCalls:
             lambda code, why: pb.AlterUserScramCredentialsResponse(results=[
                 pb.UserResult(user=user, error_code=code, error_message=why)
                 for user in users]), context)
+        return response
+
+    async def alter_quotas(self, request: pb.AlterClientQuotasRequest, context: Any
+                           ) -> pb.AlterClientQuotasResponse:
+        response: pb.AlterClientQuotasResponse = await self.to_controller(
+            "AlterClientQuotas", request,
+            lambda code, why: pb.AlterClientQuotasResponse(entries=[
+                pb.AlterClientQuotasResponse.Entry(entity=e.entity, error_code=code,
+                                                   error_message=why)
+                for e in request.entries]), context)
+        return response
+
+    def describe_quotas(self, request: pb.DescribeClientQuotasRequest
+                        ) -> pb.DescribeClientQuotasResponse:
+        components = [FilterComponent(c.entity_type, c.match or "ANY", c.name)
+                      for c in request.components]
+        try:
+            for component in components:
+                component.validate()
+        except InvalidQuotaError as exc:
+            return pb.DescribeClientQuotasResponse(
+                error_code=ErrorCode.INVALID_REQUEST.name,
+                error_message=f"invalid client quota filter: {exc}")
+        response = pb.DescribeClientQuotasResponse()
+        for entity, values in self.cache.security.quotas.items():
+            if filter_matches(entity, components, request.strict):
+                response.entries.add(
+                    entity=pb.QuotaEntity(parts=[
+                        pb.QuotaEntityPart(entity_type=kind, name=name, is_default=default)
+                        for kind, name, default in parts_of(entity)]),
+                    values=[pb.QuotaValue(key=k, value=v)
+                            for k, v in values.as_dict().items()])
         return response
 
     def describe_users(self, request: pb.DescribeUserScramCredentialsRequest

@@ -17,12 +17,13 @@ from typing import Any
 
 import grpc
 
-from services.gateway.access import AccessControl, SecuritySettings
+from services.gateway.access import CALLER, AccessControl, SecuritySettings
 from services.gateway.authenticator import Authenticator
 from services.gateway.coordinators import ShardRouter, peer_host
 from services.gateway.principals import PrincipalInterceptor
 from services.gateway.scatter import NodeUnavailable, ScatterGather
 from services.gateway.security_admin import SecurityCalls
+from services.gateway.throttling import Throttling
 from services.gateway.txn_admin import describe_producers, write_txn_markers
 from strand.client.channel import AioChannels
 from strand.cluster.cache import MetadataCache
@@ -181,6 +182,12 @@ _TOPIC_ADMIN = {"DeleteTopics": Operation.DELETE, "CreatePartitions": Operation.
                 "AlterConfigs": Operation.ALTER_CONFIGS}
 
 
+def _record_bytes(message: Any) -> int:
+    """The record bytes a produce request or a fetch answer carries (what the byte-rate
+    quotas meter, as Kafka's do)."""
+    return sum(len(p.records) for t in message.topics for p in t.partitions)
+
+
 def _entries(request: Any) -> int:
     """The partition entries a request names."""
     return sum(len(topic.partitions) for topic in request.topics)
@@ -205,6 +212,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self.security = SecurityCalls(
             cache, self.access, self.authenticator,
             self._forward_to_controller)
+        self.throttling = Throttling(cache.security.quotas)
         self.groups = ShardRouter.groups(cache, channels)
         self.transactions = ShardRouter.transactions(cache, channels)
         self.produce: ScatterGather[
@@ -334,12 +342,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                           request.transactional_id)
             if refused is not None:
                 return self.produce.fail_all(request, refused.code, str(refused))
-        return await self.produce.call(self.cache, request, self._topic_refusal("Produce"))
+        admission = await self.throttling.admit(self.throttling.produce, CALLER.get(None),
+                                                _record_bytes(request))
+        response = await self.produce.call(self.cache, request, self._topic_refusal("Produce"))
+        response.throttle_time_ms = await self.throttling.hold(admission)
+        return response
 
     async def Fetch(self, request: pb.FetchRequest,
                     context: grpc.aio.ServicerContext) -> pb.FetchResponse:
         await self._bounded("Fetch", _entries(request), context)
-        return await self.fetch.call(self.cache, request, self._topic_refusal("Fetch"))
+        who, quotas = CALLER.get(None), self.throttling.fetch
+        await self.throttling.wait_turn(quotas, who)
+        response = await self.fetch.call(self.cache, request, self._topic_refusal("Fetch"))
+        response.throttle_time_ms = await self.throttling.throttle(
+            quotas, who, _record_bytes(response))
+        return response
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
@@ -533,6 +550,18 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         await self._check("DescribeUserScramCredentials", request, context)
         return self.security.describe_users(request)
 
+    async def AlterClientQuotas(self, request: pb_sec.AlterClientQuotasRequest,
+                                context: grpc.aio.ServicerContext
+                                ) -> pb_sec.AlterClientQuotasResponse:
+        await self._check("AlterClientQuotas", request, context)
+        return await self.security.alter_quotas(request, context)
+
+    async def DescribeClientQuotas(self, request: pb_sec.DescribeClientQuotasRequest,
+                                   context: grpc.aio.ServicerContext
+                                   ) -> pb_sec.DescribeClientQuotasResponse:
+        await self._check("DescribeClientQuotas", request, context)
+        return self.security.describe_quotas(request)
+
     async def _forward_to_controller(self, method: str, request: Any,
                                      failed: Callable[[Any, str], Any],
                                      context: grpc.aio.ServicerContext) -> Any:
@@ -554,7 +583,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 else:
                     results = [*getattr(response, "topics", ()),
                                *getattr(response, "partitions", ()),
-                               *getattr(response, "results", ())]
+                               *getattr(response, "results", ()),
+                               *getattr(response, "entries", ())]
                     if not any(r.error_code == _code(ErrorCode.NOT_CONTROLLER) for r in results):
                         return response
                     failure = "the controller changed during the request"

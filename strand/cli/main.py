@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                            "target of a mirror."),
     "produce": ("strand.cli.produce:produce",
                 "Send each line of standard input as a record of TOPIC."),
+    "quota": ("strand.cli.quota:quota", "Set, list and remove client quotas "
+                                        "(Kafka's kafka-configs --entity-type users/clients)."),
     "topic": ("strand.cli.topic:topic", "Create, list, describe, alter and delete topics."),
     "transactions": ("strand.cli.transactions:transactions",
                      "List, describe and abort transactions; find hanging ones (KIP-664)."),

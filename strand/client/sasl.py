@@ -157,11 +157,21 @@ class _SyncSaslInterceptor(grpc.UnaryUnaryClientInterceptor,  # type: ignore[mis
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         token = self.session.current(self._send)
         outcome = continuation(_with_token(details, token), request)
+        if not outcome.done():
+            # A future (``stub.Method.future``): never wait for it here (the caller runs
+            # calls concurrently). A refused session is dropped when the call ends; the
+            # caller's retry authenticates again.
+            outcome.add_done_callback(lambda done: self._check(done, token))
+            return outcome
         if _session_refused(outcome.code()):
             self.session.refused(token)
             token = self.session.current(self._send)
             outcome = continuation(_with_token(details, token), request)
         return outcome
+
+    def _check(self, call: Any, token: str) -> None:
+        if not call.cancelled() and _session_refused(call.code()):
+            self.session.refused(token)
 
     def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
         return continuation(_with_token(details, self.session.current(self._send)),

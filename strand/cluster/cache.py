@@ -89,6 +89,8 @@ class MetadataCache:
                 self.security.apply_user(parsed.name, value)
             elif parsed.kind == "acl":
                 self.security.apply_acl(parsed.name, value)
+            elif parsed.kind == "quota":
+                self.security.apply_quota(parsed.name, value)
             elif parsed.kind == "controller":
                 if value is None:
                     self.controller, self.controller_epoch = None, -1
@@ -126,6 +128,7 @@ class MetadataCache:
         keys |= {self.keys.txn_shard(k) for k in self.txn_shard_owners}
         keys |= {self.keys.user(name) for name in self.security.users}
         keys |= {self.keys.acl(key) for key in self.security.acl_keys()}
+        keys |= {self.keys.quota(entity.key()) for entity, _ in self.security.quotas.items()}
         if self.controller is not None:
             keys.add(self.keys.controller)
         return keys

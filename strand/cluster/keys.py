@@ -13,6 +13,7 @@
     <root>/<cluster>/pid-block                       the next block of producer ids
     <root>/<cluster>/security/users/<name>           a SCRAM credential (salted form)
     <root>/<cluster>/security/acls/<binding key>     an ACL binding
+    <root>/<cluster>/security/quotas/<entity key>    the client quotas of a user/client id
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class ParsedKey:
     # "broker", "controller", "topic", "partition", "coordinator", "group_shard",
-    # "txn_coordinator", "txn_shard", "user", "acl"
+    # "txn_coordinator", "txn_shard", "user", "acl", "quota"
     kind: str
     topic: str = ""
     partition: int = -1
@@ -124,6 +125,14 @@ class KeySpace:
     def acl(self, binding_key: str) -> str:
         return self.acls + binding_key
 
+    @property
+    def quotas(self) -> str:
+        """Client quotas, one key per entity (its escaped key), by the controller."""
+        return self.prefix + "security/quotas/"
+
+    def quota(self, entity_key: str) -> str:
+        return self.quotas + entity_key
+
     def parse(self, key: str) -> ParsedKey | None:
         """What a key under this cluster's prefix holds; None for anything else."""
         if not key.startswith(self.prefix):
@@ -153,6 +162,8 @@ class KeySpace:
                 return ParsedKey("user", name=tail[len("users/"):])
             if kind == "security" and tail.startswith("acls/") and tail != "acls/":
                 return ParsedKey("acl", name=tail[len("acls/"):])
+            if kind == "security" and tail.startswith("quotas/") and tail != "quotas/":
+                return ParsedKey("quota", name=tail[len("quotas/"):])
         except ValueError:
             return None
         return None

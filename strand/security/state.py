@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from strand.security.acl import AclBinding, AclIndex, InvalidAclError
+from strand.security.quotas import InvalidQuotaError, QuotaEntity, QuotaStore, QuotaValues
 from strand.security.scram import ScramCredential
 
 __all__ = ["SecurityState"]
@@ -23,6 +24,7 @@ class SecurityState:
         self.users: dict[str, ScramCredential] = {}
         self.acls = AclIndex()
         self._bindings: dict[str, AclBinding] = {}
+        self.quotas = QuotaStore()
 
     def apply_user(self, name: str, value: bytes | None) -> None:
         if value is None:
@@ -54,6 +56,25 @@ class SecurityState:
         self._bindings[key] = binding
         self.acls.put(key, binding)
 
+    def apply_quota(self, key: str, value: bytes | None) -> None:
+        try:
+            entity = QuotaEntity.parse_key(key)
+        except InvalidQuotaError as exc:
+            log.error("ignoring a client quota under an unreadable key in etcd",
+                      extra={"key": key, "error": str(exc)})
+            return
+        if value is None:
+            self.quotas.remove(entity)
+            return
+        try:
+            values = QuotaValues.from_json(value)
+        except InvalidQuotaError as exc:
+            self.quotas.remove(entity)
+            log.error("ignoring an unreadable client quota in etcd",
+                      extra={"entity": str(entity), "error": str(exc)})
+            return
+        self.quotas.put(entity, values)
+
     def acl_keys(self) -> list[str]:
         return list(self._bindings)
 
@@ -63,4 +84,6 @@ class SecurityState:
         for key, binding in self._bindings.items():
             other._bindings[key] = binding
             other.acls.put(key, binding)
+        for entity, values in self.quotas.items():
+            other.quotas.put(entity, values)
         return other

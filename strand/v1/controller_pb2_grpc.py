@@ -96,6 +96,11 @@ class ControllerStub:
                 request_serializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/strand.v1.Controller/AlterClientQuotas',
+                request_serializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -182,6 +187,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -244,6 +255,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AlterUserScramCredentials,
                     request_deserializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -570,6 +586,33 @@ class Controller:
             '/strand.v1.Controller/AlterUserScramCredentials',
             strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
             strand_dot_v1_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Controller/AlterClientQuotas',
+            strand_dot_v1_dot_security__pb2.AlterClientQuotasRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.AlterClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -213,6 +213,16 @@ class GatewayStub:
                 request_serializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/strand.v1.Gateway/AlterClientQuotas',
+                request_serializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/strand.v1.Gateway/DescribeClientQuotas',
+                request_serializer=strand_dot_v1_dot_security__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_security__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -434,6 +444,19 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Client quotas (byte rates, request time), enforced by throttling.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -611,6 +634,16 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DescribeUserScramCredentials,
                     request_deserializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=strand_dot_v1_dot_security__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_security__pb2.DescribeClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1558,6 +1591,60 @@ class Gateway:
             '/strand.v1.Gateway/DescribeUserScramCredentials',
             strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
             strand_dot_v1_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/AlterClientQuotas',
+            strand_dot_v1_dot_security__pb2.AlterClientQuotasRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/DescribeClientQuotas',
+            strand_dot_v1_dot_security__pb2.DescribeClientQuotasRequest.SerializeToString,
+            strand_dot_v1_dot_security__pb2.DescribeClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

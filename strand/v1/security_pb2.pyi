@@ -180,3 +180,100 @@ class DescribeUserScramCredentialsResponse(_message.Message):
     USERS_FIELD_NUMBER: _ClassVar[int]
     users: _containers.RepeatedCompositeFieldContainer[DescribeUserScramCredentialsResponse.User]
     def __init__(self, users: _Optional[_Iterable[_Union[DescribeUserScramCredentialsResponse.User, _Mapping]]] = ...) -> None: ...
+
+class QuotaEntityPart(_message.Message):
+    __slots__ = ("entity_type", "name", "is_default")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    name: str
+    is_default: bool
+    def __init__(self, entity_type: _Optional[str] = ..., name: _Optional[str] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class QuotaEntity(_message.Message):
+    __slots__ = ("parts",)
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    parts: _containers.RepeatedCompositeFieldContainer[QuotaEntityPart]
+    def __init__(self, parts: _Optional[_Iterable[_Union[QuotaEntityPart, _Mapping]]] = ...) -> None: ...
+
+class QuotaValue(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: float
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
+class AlterClientQuotasRequest(_message.Message):
+    __slots__ = ("entries", "validate_only")
+    class Op(_message.Message):
+        __slots__ = ("key", "value", "remove")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        REMOVE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        remove: bool
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ..., remove: _Optional[bool] = ...) -> None: ...
+    class Entry(_message.Message):
+        __slots__ = ("entity", "ops")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        OPS_FIELD_NUMBER: _ClassVar[int]
+        entity: QuotaEntity
+        ops: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.Op]
+        def __init__(self, entity: _Optional[_Union[QuotaEntity, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[AlterClientQuotasRequest.Op, _Mapping]]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.Entry]
+    validate_only: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[AlterClientQuotasRequest.Entry, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterClientQuotasResponse(_message.Message):
+    __slots__ = ("entries",)
+    class Entry(_message.Message):
+        __slots__ = ("entity", "error_code", "error_message")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        entity: QuotaEntity
+        error_code: _common_pb2.ErrorCode
+        error_message: str
+        def __init__(self, entity: _Optional[_Union[QuotaEntity, _Mapping]] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasResponse.Entry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[AlterClientQuotasResponse.Entry, _Mapping]]] = ...) -> None: ...
+
+class DescribeClientQuotasRequest(_message.Message):
+    __slots__ = ("components", "strict")
+    class Component(_message.Message):
+        __slots__ = ("entity_type", "match", "name")
+        ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+        MATCH_FIELD_NUMBER: _ClassVar[int]
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        entity_type: str
+        match: str
+        name: str
+        def __init__(self, entity_type: _Optional[str] = ..., match: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    components: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasRequest.Component]
+    strict: bool
+    def __init__(self, components: _Optional[_Iterable[_Union[DescribeClientQuotasRequest.Component, _Mapping]]] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class DescribeClientQuotasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "entries")
+    class Entry(_message.Message):
+        __slots__ = ("entity", "values")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        entity: QuotaEntity
+        values: _containers.RepeatedCompositeFieldContainer[QuotaValue]
+        def __init__(self, entity: _Optional[_Union[QuotaEntity, _Mapping]] = ..., values: _Optional[_Iterable[_Union[QuotaValue, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    entries: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasResponse.Entry]
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[DescribeClientQuotasResponse.Entry, _Mapping]]] = ...) -> None: ...

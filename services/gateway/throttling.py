@@ -1,0 +1,81 @@
+"""Client quotas at the gateway (Kafka's ClientQuotaManager): the bytes a client
+produces and fetches are metered per user and client id, and a client over its
+quota is throttled, not refused: its response is delayed by the throttle time (and
+carries it, ``throttle_time_ms``), and its next request waits until the throttle
+ends (Kafka mutes the connection meanwhile). The cluster's services are never
+throttled. Each gateway meters what it serves, as each Kafka broker does.
+
+A produce request's bytes are known when it arrives, so it is metered then
+(:meth:`Throttling.admit`): requests of one client that were waiting for the same
+throttle to end are admitted one after the other, each seeing the bytes of the one
+before (metered only when answered, concurrent requests would all pass the check
+together and push the client past its quota in bursts, then below it). A fetch's
+bytes are known when it is answered (:meth:`Throttling.throttle`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.gateway.access import Caller
+from strand.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ClientQuotas, QuotaStore
+
+__all__ = ["Admission", "Throttling"]
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A request admitted: its throttle (s) and when its answer may leave."""
+
+    throttle_s: float = 0.0
+    until: float = 0.0
+
+
+class Throttling:
+    def __init__(self, store: QuotaStore, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.clock = clock
+        self.produce = ClientQuotas(store, PRODUCER_BYTE_RATE, clock)
+        self.fetch = ClientQuotas(store, CONSUMER_BYTE_RATE, clock)
+
+    def _applies(self, caller: Caller | None) -> bool:
+        return caller is not None and not caller.service and len(self.store) > 0
+
+    async def wait_turn(self, quotas: ClientQuotas, caller: Caller | None) -> None:
+        """Until the caller's last throttle is over (a request that comes early); looked
+        at again after each wait, since another request may have been throttled since."""
+        if caller is None or not self._applies(caller):
+            return
+        while (wait := quotas.throttled_until(caller.principal.name, caller.client_id)
+               - self.clock()) > 0:
+            await asyncio.sleep(wait)
+
+    async def admit(self, quotas: ClientQuotas, caller: Caller | None,
+                    amount: float) -> Admission:
+        """Wait the caller's turn, then meter ``amount`` now (see the module)."""
+        await self.wait_turn(quotas, caller)
+        if caller is None or not self._applies(caller):
+            return Admission()
+        seconds = quotas.record(caller.principal.name, caller.client_id, amount)
+        return Admission(seconds, self.clock() + seconds) if seconds > 0 else Admission()
+
+    async def hold(self, admission: Admission) -> int:
+        """Delay the answer until its throttle is over; the throttle time in ms."""
+        wait = admission.until - self.clock()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return int(admission.throttle_s * 1000)
+
+    async def throttle(self, quotas: ClientQuotas, caller: Caller | None,
+                       amount: float) -> int:
+        """Record ``amount`` for the caller; if that puts it over its quota, wait the
+        throttle time. The throttle time in ms (0: within quota)."""
+        if caller is None or not self._applies(caller):
+            return 0
+        seconds = quotas.record(caller.principal.name, caller.client_id, amount)
+        if seconds <= 0:
+            return 0
+        await asyncio.sleep(seconds)
+        return int(seconds * 1000)
