@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, print_table, security
+from strand.cli.common import err, friendly_errors, open_admin, print_table
 
 if TYPE_CHECKING:  # clients (gRPC), rich and the ACL model load when a command runs
     from rich.table import Table
@@ -41,12 +41,6 @@ ADD_PATTERN_TYPES = ("literal", "prefixed")
 FILTER_PATTERN_TYPES = ("any", "match", "literal", "prefixed")
 COLUMNS = ("resource type", "name", "pattern", "principal", "host", "operation", "permission")
 
-
-def open_admin(ctx: click.Context) -> Admin:
-    """The admin client the commands use (one place, so tests can put a fake here)."""
-    from strand.admin import Admin
-
-    return Admin(bootstrap(ctx), **security(ctx))
 
 
 @click.group()

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from strand.admin import Admin
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -102,6 +104,14 @@ def gateway(ctx: click.Context) -> Gateway:
 def bootstrap(ctx: click.Context) -> str:
     """The address of the gateway to use (see ``gateway``)."""
     return gateway(ctx).address
+
+
+def open_admin(ctx: click.Context) -> Admin:
+    """An admin client of the command's gateway, with its security settings (a
+    command module imports this name, so tests can put a fake in its place)."""
+    from strand.admin import Admin
+
+    return Admin(bootstrap(ctx), **security(ctx))
 
 
 def security(ctx: click.Context) -> ClientTlsSettings:

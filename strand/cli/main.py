@@ -39,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "List, describe and abort transactions; find hanging ones (KIP-664)."),
     "user": ("strand.cli.user:user", "Add, list and remove SCRAM-SHA-512 users "
                                      "(Kafka's kafka-configs --entity-type users)."),
+    "verify": ("strand.cli.verify:verify", "Check a cluster end to end: sequence-numbered "
+                                           "records written, then read back."),
 }
 
 

@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, print_table, security
+from strand.cli.common import err, friendly_errors, open_admin, print_table
 
 if TYPE_CHECKING:  # clients (gRPC), rich and the quota model load when a command runs
     from rich.table import Table
 
-    from strand.admin import Admin
     from strand.security.quota_fields import FilterComponent
     from strand.security.quotas import QuotaEntity
 
@@ -44,12 +43,6 @@ OPTIONS = {key: "--" + key.replace("_", "-") for key in KEYS}
 DEFAULT_TEXT = "<default>"  # how a default is shown (Kafka's)
 COLUMNS = ("user", "client id", *KEYS)
 
-
-def open_admin(ctx: click.Context) -> Admin:
-    """The admin client the commands use (one place, so tests can put a fake here)."""
-    from strand.admin import Admin
-
-    return Admin(bootstrap(ctx), **security(ctx))
 
 
 @click.group()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, print_table, security
+from strand.cli.common import err, friendly_errors, open_admin, print_table
 from strand.security.scram import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -25,14 +25,8 @@ from strand.security.scram import (
 )
 
 if TYPE_CHECKING:  # clients (gRPC) load when a command runs
-    from strand.admin import Admin
+    pass
 
-
-def open_admin(ctx: click.Context) -> Admin:
-    """The admin client the commands use (one place, so tests can put a fake here)."""
-    from strand.admin import Admin
-
-    return Admin(bootstrap(ctx), **security(ctx))
 
 
 @click.group()
