@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from strand.errors import ErrorCode, error_for
 from strand.security.acl import AclBinding, AclBindingFilter
-from strand.security.acl_fields import FIELDS, binding_from_fields, fields_of
+from strand.security.acl_fields import binding_from_fields, fields_of, read_fields
 from strand.security.quota_fields import FilterComponent, entity_from_parts, parts_of
 from strand.security.quotas import QuotaEntity, QuotaValues
 from strand.security.scram import DEFAULT_ITERATIONS, MECHANISM, make_credential
@@ -58,7 +58,7 @@ def _filter_entry(acl_filter: AclBindingFilter) -> pb.AclEntry:
 
 
 def _binding(entry: pb.AclEntry) -> AclBinding:
-    return binding_from_fields({name: getattr(entry, name) for name in FIELDS})
+    return binding_from_fields(read_fields(entry))
 
 
 def _quota_entity(entity: QuotaEntity) -> pb.QuotaEntity:

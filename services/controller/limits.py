@@ -11,7 +11,7 @@ partitions per broker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from strand.errors import InvalidPartitionsError, InvalidRequestError
@@ -39,10 +39,16 @@ class RequestLimits:
             raise ValueError("request limits must be at least 1")
 
     def check_topics(self, count: int) -> None:
-        if count > self.max_topics:
-            raise InvalidRequestError(
-                f"the request names {count} topics; at most {self.max_topics} are allowed "
-                f"in one request: split it, or {_raise_with(TOPICS_FLAG)}")
+        self.check_entries("topics")(count)
+
+    def check_entries(self, what: str) -> Callable[[int], None]:
+        """The same bound for the entries of a security call (``what`` they are)."""
+        def check(count: int) -> None:
+            if count > self.max_topics:
+                raise InvalidRequestError(
+                    f"the request names {count} {what}; at most {self.max_topics} are "
+                    f"allowed in one request: split it, or {_raise_with(TOPICS_FLAG)}")
+        return check
 
     def check_new_partitions(self, new: Mapping[str, int]) -> None:
         """``new``: the partitions the request would create, per topic."""

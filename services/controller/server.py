@@ -46,7 +46,12 @@ from strand.cluster.keys import KeySpace
 from strand.cluster.model import ControllerRecord
 from strand.errors import ErrorCode, InvalidRequestError, NotControllerError, StrandError
 from strand.security.acl import InvalidAclError
-from strand.security.acl_fields import FIELDS, binding_from_fields, fields_of, filter_from_fields
+from strand.security.acl_fields import (
+    binding_from_fields,
+    fields_of,
+    filter_from_fields,
+    read_fields,
+)
 from strand.security.quota_fields import entity_from_parts
 from strand.security.quotas import InvalidQuotaError
 from strand.security.scram import ScramCredential
@@ -98,9 +103,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         result = pb.TopicResult(name=name)
         try:
             async with self._admin_lock:  # one admin change at a time, on fresh metadata
-                writer = self.writer
-                if writer is None:
-                    raise NotControllerError("not the active controller")
+                writer = self._writer()
                 # Off the event loop (placing many partitions takes seconds of CPU),
                 # on a copy of the metadata the watch cannot change meanwhile: lease
                 # keep-alives and other requests go on being served (issue 11).
@@ -273,12 +276,12 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
 
     async def CreateAcls(self, request: pb_sec.CreateAclsRequest,
                          context: grpc.aio.ServicerContext) -> pb_sec.CreateAclsResponse:
-        await _within(context, self.limits.check_topics, len(request.creations))
+        await _within(context, self.limits.check_entries("ACL bindings"), len(request.creations))
         results = [pb_sec.AclResult() for _ in request.creations]
         valid = []
         for result, entry in zip(results, request.creations, strict=True):
             try:
-                valid.append((result, binding_from_fields(_acl_fields(entry))))
+                valid.append((result, binding_from_fields(read_fields(entry))))
             except InvalidAclError as exc:
                 _set_error(result, InvalidRequestError(f"invalid ACL binding: {exc}"), "acl")
         if valid:
@@ -293,12 +296,12 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
 
     async def DeleteAcls(self, request: pb_sec.DeleteAclsRequest,
                          context: grpc.aio.ServicerContext) -> pb_sec.DeleteAclsResponse:
-        await _within(context, self.limits.check_topics, len(request.filters))
+        await _within(context, self.limits.check_entries("ACL filters"), len(request.filters))
         response = pb_sec.DeleteAclsResponse()
         for entry in request.filters:
             result = response.results.add()
             try:
-                matched = self.security.matching(filter_from_fields(_acl_fields(entry)))
+                matched = self.security.matching(filter_from_fields(read_fields(entry)))
                 revision = await self.security.delete_acls(self._writer(), matched)
                 await self.cache.wait_for_revision(revision, READ_YOUR_WRITES_TIMEOUT_S)
             except InvalidAclError as exc:
@@ -313,7 +316,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         self, request: pb_sec.AlterUserScramCredentialsRequest,
         context: grpc.aio.ServicerContext,
     ) -> pb_sec.AlterUserScramCredentialsResponse:
-        await _within(context, self.limits.check_topics,
+        await _within(context, self.limits.check_entries("user changes"),
                       len(request.deletions) + len(request.upsertions))
         response = pb_sec.AlterUserScramCredentialsResponse()
         for deletion in request.deletions:
@@ -340,7 +343,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
     async def AlterClientQuotas(self, request: pb_sec.AlterClientQuotasRequest,
                                 context: grpc.aio.ServicerContext
                                 ) -> pb_sec.AlterClientQuotasResponse:
-        await _within(context, self.limits.check_topics, len(request.entries))
+        await _within(context, self.limits.check_entries("quota entities"), len(request.entries))
         response = pb_sec.AlterClientQuotasResponse()
         for entry in request.entries:
             result = response.entries.add(entity=entry.entity)
@@ -364,10 +367,6 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         if writer is None:
             raise NotControllerError("not the active controller")
         return writer
-
-
-def _acl_fields(entry: pb_sec.AclEntry) -> dict[str, str]:
-    return {name: getattr(entry, name) for name in FIELDS}
 
 
 async def _within(context: grpc.aio.ServicerContext, check: Callable[[int], None],

@@ -12,7 +12,7 @@ from services.gateway.authenticator import Authenticator
 from strand.cluster.cache import MetadataCache
 from strand.errors import ErrorCode, StrandError
 from strand.security.acl import InvalidAclError
-from strand.security.acl_fields import FIELDS, fields_of, filter_from_fields
+from strand.security.acl_fields import fields_of, filter_from_fields, read_fields
 from strand.security.quota_fields import FilterComponent, filter_matches, parts_of
 from strand.security.quotas import InvalidQuotaError
 from strand.security.scram import MECHANISM
@@ -23,10 +23,6 @@ __all__ = ["SecurityCalls"]
 # Forwards (method, request, refusal, the call's context) to the active controller;
 # refusal(code, why) builds the answer when no controller takes it.
 ToController = Callable[[str, Any, Callable[[Any, str], Any], Any], Awaitable[Any]]
-
-
-def _acl_fields(entry: pb.AclEntry) -> dict[str, str]:
-    return {name: getattr(entry, name) for name in FIELDS}
 
 
 class SecurityCalls:
@@ -67,7 +63,7 @@ class SecurityCalls:
 
     def describe_acls(self, request: pb.DescribeAclsRequest) -> pb.DescribeAclsResponse:
         try:
-            acl_filter = filter_from_fields(_acl_fields(request.filter))
+            acl_filter = filter_from_fields(read_fields(request.filter))
         except InvalidAclError as exc:
             return pb.DescribeAclsResponse(error_code=ErrorCode.INVALID_REQUEST.name,
                                            error_message=f"invalid ACL filter: {exc}")

@@ -17,10 +17,15 @@ from strand.security.acl import (
     ResourceType,
 )
 
-__all__ = ["FIELDS", "binding_from_fields", "fields_of", "filter_from_fields"]
+__all__ = ["FIELDS", "binding_from_fields", "fields_of", "filter_from_fields", "read_fields"]
 
 FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host",
           "operation", "permission")
+
+
+def read_fields(entry: object) -> dict[str, str]:
+    """The seven fields of anything that has them as attributes (a wire ``AclEntry``)."""
+    return {name: str(getattr(entry, name)) for name in FIELDS}
 
 
 def binding_from_fields(fields: Mapping[str, str]) -> AclBinding:
