@@ -162,8 +162,9 @@ class GroupDescription:
 @dataclass(frozen=True, slots=True)
 class ClusterDescription:
     cluster_id: str
-    controller_id: int | None
+    controller_id: int | None  # Kafka's integer id: Strand's controllers have names
     brokers: tuple[BrokerInfo, ...]
+    controller: str | None = None  # the active controller's id; None: none now
 
 
 def _check_name(name: object) -> str:
@@ -628,13 +629,14 @@ class Admin(AclAdmin):
     # ----------------------------------------------------------------- cluster
 
     def describe_cluster(self) -> ClusterDescription:
-        """The cluster's id, its controller (None when not known to the gateway) and
-        its live storage nodes (brokers), by node id."""
+        """The cluster's id, its active controller (``controller``: its id, None when
+        there is none) and its live storage nodes (brokers), by node id."""
         response = self._metadata()
         brokers = tuple(sorted((BrokerInfo(b.node_id, b.host, b.port, b.rack or None)
                                 for b in response.brokers), key=lambda b: b.node_id))
-        controller = response.controller_id if response.controller_id >= 0 else None
-        return ClusterDescription(response.cluster_id, controller, brokers)
+        controller_id = response.controller_id if response.controller_id >= 0 else None
+        return ClusterDescription(response.cluster_id, controller_id, brokers,
+                                  response.controller or None)
 
     # ------------------------------------------------------------------- close
 

@@ -22,7 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     env = os.environ
     parser = argparse.ArgumentParser(
         prog="python -m strand_operator",
-        description="Strand's topic operator: keeps Strand topics as Topic resources say.")
+        description="Strand's operator: keeps Strand topics as Topic resources say, and "
+                    "users (credentials, ACLs, quotas) as StrandUser resources say.")
     parser.add_argument("--bootstrap", default=env.get("STRAND_BOOTSTRAP"),
                         help="a Strand gateway, HOST:PORT (env STRAND_BOOTSTRAP)")
     parser.add_argument("--namespace", dest="namespaces", action="append",
@@ -44,7 +45,25 @@ def _parser() -> argparse.ArgumentParser:
                         help="the operator's certificate, for mutual TLS (env STRAND_TLS_CERT)")
     parser.add_argument("--tls-key", default=env.get("STRAND_TLS_KEY"), metavar="PEM",
                         help="its private key (env STRAND_TLS_KEY)")
+    parser.add_argument("--user", default=env.get("STRAND_USER") or None, metavar="NAME",
+                        help="authenticate to the gateway as this SCRAM-SHA-512 user, a super "
+                             "user when the cluster enforces ACLs (env STRAND_USER)")
+    parser.add_argument("--password-file", default=env.get("STRAND_PASSWORD_FILE") or None,
+                        metavar="PATH",
+                        help="a file whose first line is --user's password, e.g. a mounted "
+                             "Secret (env STRAND_PASSWORD_FILE; read once, at start)")
     return parser
+
+
+def _password(path: str | None) -> str | None:
+    """The first line of ``path``, as the strand CLI's --password-file reads it."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as lines:
+            return lines.readline().rstrip("\r\n") or None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read --password-file {path}: {exc}") from None
 
 
 def _int_env(name: str) -> int | None:
@@ -72,7 +91,8 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         return OperatorConfig(bootstrap=args.bootstrap, namespaces=tuple(namespaces),
                               cluster=args.cluster, health_port=args.health_port,
                               resync_interval=args.resync_interval, tls_ca=args.tls_ca,
-                              tls_cert=args.tls_cert, tls_key=args.tls_key)
+                              tls_cert=args.tls_cert, tls_key=args.tls_key, user=args.user,
+                              password=_password(args.password_file))
     except ValueError as exc:
         parser.error(str(exc))
 
@@ -87,7 +107,7 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 def run(config: OperatorConfig) -> None:
     """Run the operator until it is signalled to stop."""
     kopf.configure(log_format=kopf.LogFormat.JSON)
-    gateway = StrandGateway(config.bootstrap, config.request_timeout_s, config.tls)
+    gateway = StrandGateway(config.bootstrap, config.request_timeout_s, config.security)
     registry = build_registry(config, gateway)
     kopf.on.login(registry=registry)(login)
     liveness = (f"http://0.0.0.0:{config.health_port}/healthz"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strand.security.settings import ClientTlsSettings, client_tls_settings
 
@@ -23,10 +23,16 @@ class OperatorConfig:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    # SCRAM-SHA-512 to the gateway: a super user when the cluster enforces ACLs (it
+    # manages StrandUsers' credentials and ACLs). The password is never printed.
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
 
     @property
-    def tls(self) -> ClientTlsSettings:
-        return client_tls_settings(False, self.tls_ca, self.tls_cert, self.tls_key)
+    def security(self) -> ClientTlsSettings:
+        """The SDK's settings for the operator's admin calls: TLS and SASL."""
+        return client_tls_settings(False, self.tls_ca, self.tls_cert, self.tls_key,
+                                   self.user, self.password)
 
     def __post_init__(self) -> None:
         if not self.namespaces:
@@ -37,3 +43,7 @@ class OperatorConfig:
             raise ValueError(f"resync interval must be positive, got {self.resync_interval}")
         if self.health_port is not None and not 0 < self.health_port < 65536:
             raise ValueError(f"health port must be in 1..65535, got {self.health_port}")
+        if self.user and not self.password:
+            raise ValueError(f"user {self.user!r} needs a password (--password-file)")
+        if self.password and not self.user:
+            raise ValueError("a password needs --user")

@@ -1,6 +1,7 @@
 """The kopf side of the operator: which Topics it watches, the handlers that run a
 reconciliation (reconciler.py) on every change and on a timer, the finalizer's
-deletion, and kopf's settings. Everything else is plain code without kopf."""
+deletion, and kopf's settings; the StrandUsers' handlers (user_handlers.py) join the
+same registry. Everything else is plain code without kopf."""
 
 from __future__ import annotations
 
@@ -25,12 +26,15 @@ from strand_operator.topic_spec import (
     is_paused,
     topic_name,
 )
+from strand_operator.user_handlers import register_user_handlers
 
 __all__ = ["FINALIZER", "build_registry", "operator_settings"]
 
+# kopf's finalizer and annotations are per operator, so StrandUsers carry them too
+# (the names predate StrandUsers; renaming them would strand existing Topics).
 FINALIZER = "strand.io/topic-operator"
-# kopf's own bookkeeping goes into annotations with this prefix: the CRD's status
-# schema is structural and would prune anything kopf wrote there.
+# kopf's own bookkeeping goes into annotations with this prefix: the CRDs' status
+# schemas are structural and would prune anything kopf wrote there.
 KOPF_PREFIX = "topics.strand.io"
 RESOURCE = (GROUP, VERSION, PLURAL)
 
@@ -69,7 +73,8 @@ def _claims(kwargs: Mapping[str, Any], topic: str) -> list[Claim]:
 
 
 def build_registry(config: OperatorConfig, gateway: StrandGateway) -> kopf.OperatorRegistry:
-    """A registry with the operator's handlers for the Topics of ``config.cluster``."""
+    """A registry with the operator's handlers for the Topics and StrandUsers of
+    ``config.cluster``."""
     registry = kopf.OperatorRegistry()
     labels = {CLUSTER_LABEL: config.cluster}
     # Change handlers and the drift timer of one Topic must not interleave.
@@ -147,6 +152,9 @@ def build_registry(config: OperatorConfig, gateway: StrandGateway) -> kopf.Opera
         if type == "DELETED":
             locks.pop(uid, None)
             written.pop(uid, None)
+
+    register_user_handlers(registry, config, gateway, operator_settings(config),
+                           retry_delay(config))
 
     @kopf.on.cleanup(registry=registry)
     def close(**_: Any) -> None:

@@ -1,5 +1,7 @@
 """Strand as the operator reaches it: the SDK's Admin, its blocking calls run off the
-event loop (kopf's handlers are coroutines sharing one loop)."""
+event loop (kopf's handlers are coroutines sharing one loop). Topics; and for
+StrandUsers, SCRAM credentials, ACLs and client quotas (which need a super user when
+the cluster enforces ACLs)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ from typing import TypeVar
 
 from strand.admin import Admin, NewTopic
 from strand.cluster.placement import Broker
-from strand.errors import UnknownTopicOrPartitionError
+from strand.errors import ResourceNotFoundError, UnknownTopicOrPartitionError
+from strand.security.acl import AclBinding, AclBindingFilter
+from strand.security.quota_fields import FilterComponent
+from strand.security.quotas import USER, QuotaEntity
 from strand.security.settings import ClientTlsSettings
 from strand_operator.observed import ObservedTopic
 
@@ -72,6 +77,55 @@ class StrandGateway:
         except UnknownTopicOrPartitionError:
             return False
         return True
+
+    # ---------------------------------------------------------------- users
+
+    async def scram_user_exists(self, name: str) -> bool:
+        try:
+            users = await self._run(lambda admin: admin.describe_scram_users([name]))
+        except ResourceNotFoundError:
+            return False
+        return any(user.name == name for user in users)
+
+    async def upsert_scram_user(self, name: str, password: str) -> None:
+        """Create the credential or change its password (the user's sessions end)."""
+        await self._run(lambda admin: admin.upsert_scram_user(name, password))
+
+    async def delete_scram_user(self, name: str) -> bool:
+        """Remove the credential; False when there was none."""
+        try:
+            await self._run(lambda admin: admin.delete_scram_user(name))
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    async def acls_of(self, principal: str) -> list[AclBinding]:
+        """Every binding whose entry is exactly ``principal`` (not ``User:*``)."""
+        return await self._run(lambda admin: admin.describe_acls(
+            AclBindingFilter(principal=principal)))
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._run(lambda admin: admin.create_acls(bindings))
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Delete exactly these bindings: one filter naming every field of each."""
+        filters = [AclBindingFilter(
+            b.pattern.resource_type, b.pattern.name, b.pattern.pattern_type,
+            b.entry.principal, b.entry.host, b.entry.operation, b.entry.permission)
+            for b in bindings]
+        await self._run(lambda admin: admin.delete_acls(filters))
+
+    async def user_quotas(self, name: str) -> dict[str, float]:
+        """The quotas set on user ``name`` alone (not with a client id)."""
+        entity = QuotaEntity(user=name)
+        found = await self._run(lambda admin: admin.describe_client_quotas(
+            [FilterComponent(USER, "EXACT", name)], strict=True))
+        return next((dict(values) for e, values in found if e == entity), {})
+
+    async def alter_user_quotas(self, name: str, set_: Mapping[str, float],
+                                remove: Sequence[str]) -> None:
+        await self._run(lambda admin: admin.alter_client_quotas(
+            QuotaEntity(user=name), set=dict(set_), remove=remove))
 
     def close(self) -> None:
         if self._admin is not None:

@@ -27,6 +27,7 @@ from services.controller.admin import (
     plan_delete_topic,
     plan_internal_topic,
 )
+from services.controller.controller_metrics import ControllerMetrics
 from services.controller.failover import PartitionStateKeeper
 from services.controller.leadership import IsrChange
 from services.controller.limits import RequestLimits
@@ -58,6 +59,7 @@ from strand.security.scram import ScramCredential
 from strand.security.tls import ClientTls, ServiceTls
 from strand.service.aio import wait_event
 from strand.service.grpc_server import new_server, serve, set_serving
+from strand.service.telemetry import meter
 from strand.v1 import common_pb2 as pb
 from strand.v1 import controller_pb2 as pb_ctl
 from strand.v1 import controller_pb2_grpc
@@ -413,6 +415,8 @@ class ControllerProcess:
         self.cache = MetadataCache(self.keys)
         self.servicer = ControllerServicer(self.cache, settings.preferred_leader_interval_s,
                                            settings.limits)
+        self.metrics = ControllerMetrics(meter(), self.cache,
+                                         lambda: self.servicer.writer is not None)
         self._stopping = asyncio.Event()
 
     async def run(self, on_ready: Callable[[], Awaitable[None]] | None = None) -> None:

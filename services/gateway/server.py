@@ -21,6 +21,7 @@ from services.gateway.access import CALLER, AccessControl, SecuritySettings
 from services.gateway.authenticator import Authenticator
 from services.gateway.coordinators import ShardRouter, peer_host
 from services.gateway.principals import PrincipalInterceptor
+from services.gateway.request_time import RequestTimeInterceptor
 from services.gateway.scatter import NodeUnavailable, ScatterGather
 from services.gateway.security_admin import SecurityCalls
 from services.gateway.throttling import Throttling
@@ -419,8 +420,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         brokers = [pb.BrokerMetadata(node_id=b.node_id, host=b.host, port=b.port,
                                      rack=b.rack or "")
                    for b in sorted(cache.brokers.values(), key=lambda b: b.node_id)]
+        controller = cache.controller.controller_id if cache.controller is not None else ""
         return pb.MetadataResponse(cluster_id=cache.keys.prefix.strip("/"), controller_id=-1,
-                                   brokers=brokers, topics=topics)
+                                   controller=controller, brokers=brokers, topics=topics)
 
     async def DescribeConfigs(self, request: pb.DescribeConfigsRequest,
                               context: grpc.aio.ServicerContext) -> pb.DescribeConfigsResponse:
@@ -626,8 +628,10 @@ class GatewayProcess:
         servicer = GatewayServicer(self.cache, channels, self.settings.max_partition_entries,
                                    self.settings.security)
         tls = self.settings.tls
-        server, health_servicer = new_server(interceptors=(PrincipalInterceptor(
-            servicer.authenticator, tls.service_names if tls else ()),))
+        # The principal's check first: the request-time quota reads who is calling.
+        server, health_servicer = new_server(interceptors=(
+            PrincipalInterceptor(servicer.authenticator, tls.service_names if tls else ()),
+            RequestTimeInterceptor(servicer.throttling)))
         gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server)
         await serve(server, self.settings.listen, self.settings.tls)
         await set_serving(health_servicer)

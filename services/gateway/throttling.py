@@ -20,7 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.gateway.access import Caller
-from strand.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, ClientQuotas, QuotaStore
+from strand.security.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    ClientQuotas,
+    QuotaStore,
+)
 
 __all__ = ["Admission", "Throttling"]
 
@@ -39,9 +45,17 @@ class Throttling:
         self.clock = clock
         self.produce = ClientQuotas(store, PRODUCER_BYTE_RATE, clock)
         self.fetch = ClientQuotas(store, CONSUMER_BYTE_RATE, clock)
+        # Request handling time (services.gateway.request_time).
+        self.requests = ClientQuotas(store, REQUEST_PERCENTAGE, clock)
 
     def _applies(self, caller: Caller | None) -> bool:
         return caller is not None and not caller.service and len(self.store) > 0
+
+    def has_request_quota(self, caller: Caller | None) -> bool:
+        """Whether a request_percentage quota applies to ``caller`` (only then are its
+        requests timed)."""
+        return (caller is not None and self._applies(caller) and self.store.resolve(
+            caller.principal.name, caller.client_id, REQUEST_PERCENTAGE) is not None)
 
     async def wait_turn(self, quotas: ClientQuotas, caller: Caller | None) -> None:
         """Until the caller's last throttle is over (a request that comes early); looked
@@ -69,13 +83,15 @@ class Throttling:
         return int(admission.throttle_s * 1000)
 
     async def throttle(self, quotas: ClientQuotas, caller: Caller | None,
-                       amount: float) -> int:
+                       amount: float, already_held_ms: int = 0) -> int:
         """Record ``amount`` for the caller; if that puts it over its quota, wait the
-        throttle time. The throttle time in ms (0: within quota)."""
+        throttle time, less ``already_held_ms`` (another quota's throttle of the same
+        answer: Kafka delays by the larger, not the sum). The throttle time in ms
+        (0: within quota)."""
         if caller is None or not self._applies(caller):
             return 0
         seconds = quotas.record(caller.principal.name, caller.client_id, amount)
         if seconds <= 0:
             return 0
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(max(seconds - already_held_ms / 1000, 0.0))
         return int(seconds * 1000)

@@ -6,6 +6,7 @@ import os
 import uuid
 
 from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS
+from services.groups.lag import DEFAULT_LAG_INTERVAL_S
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.server import GroupsProcess, GroupsSettings
 from strand.coordination.shards import DEFAULT_SHARDS
@@ -43,12 +44,20 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
                         default=int(env("STRAND_OFFSETS_RETENTION_CHECK_INTERVAL_MS",
                                         str(DEFAULT_RETENTION_CHECK_INTERVAL_MS))),
                         help="offsets.retention.check.interval.ms (default 10 minutes)")
+    parser.add_argument("--lag-interval-s", type=float,
+                        default=float(env("STRAND_LAG_INTERVAL_S",
+                                          str(DEFAULT_LAG_INTERVAL_S))),
+                        help="how often the consumer lag of the groups this coordinator "
+                             "owns is measured for its metrics (strand_consumergroup_lag; "
+                             "default 15 s)")
     add_gateway_user_arguments(parser)
     args = parser.parse_args(argv)
     if not args.bootstrap:
         parser.error("--bootstrap (or STRAND_BOOTSTRAP) must name a gateway")
     if args.shards < 1 or args.lease_ttl < 1 or args.initial_rebalance_delay_ms < 0:
         parser.error("--shards and --lease-ttl must be positive, the delay not negative")
+    if args.lag_interval_s <= 0:
+        parser.error("--lag-interval-s must be positive")
     if args.offsets_retention_ms < 1 or args.offsets_retention_check_interval_ms < 1:
         parser.error("--offsets-retention-ms and --offsets-retention-check-interval-ms "
                      "must be positive")
@@ -59,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> GroupsSettings:
         lease_ttl=args.lease_ttl, initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
-        metrics_port=args.metrics_port,
+        metrics_port=args.metrics_port, lag_interval_s=args.lag_interval_s,
         tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
         gateway_user=gateway_user(parser, args))
 

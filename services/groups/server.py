@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import grpc
 
 from services.groups.coordinator import DEFAULT_RETENTION_CHECK_INTERVAL_MS, ShardCoordinator
+from services.groups.lag import DEFAULT_LAG_INTERVAL_S, ConsumerLag
 from services.groups.membership import Protocol
 from services.groups.offset_store import DEFAULT_RETENTION_MS
 from services.groups.records import OffsetValue
@@ -30,7 +31,7 @@ from strand.client.sasl import SaslCredentials, gateway_sasl
 from strand.cluster.cache import MetadataCache
 from strand.cluster.controller_calls import ensure_internal_topic
 from strand.cluster.etcd import MetadataWatcher, connect
-from strand.cluster.gateway_calls import GatewayProducer
+from strand.cluster.gateway_calls import GatewayProducer, latest_offsets
 from strand.cluster.keys import KeySpace
 from strand.cluster.model import CoordinatorRecord
 from strand.cluster.transaction_calls import CoordinatorTxnVerifier
@@ -41,6 +42,7 @@ from strand.coordination.shards import DEFAULT_SHARDS, GROUP_TOPIC, shard_for
 from strand.errors import ErrorCode, StrandError
 from strand.security.tls import ClientTls, ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
+from strand.service.telemetry import meter
 from strand.v1 import common_pb2, groups_pb2_grpc
 from strand.v1 import groups_pb2 as pb
 
@@ -62,6 +64,7 @@ class GroupsSettings:
     offsets_retention_ms: int = DEFAULT_RETENTION_MS
     offsets_retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
     metrics_port: int = 0
+    lag_interval_s: float = DEFAULT_LAG_INTERVAL_S  # consumer lag measured this often
     tls: ServiceTls | None = None  # None: plaintext listener and calls
     etcd_tls: ClientTls | None = None  # None: plaintext to etcd
     gateway_user: SaslCredentials | None = None  # who it is at its gateway (SCRAM)
@@ -362,6 +365,7 @@ class GroupsProcess:
             self.cache, f"group coordinator {settings.instance_id}", self.channels.get)
         self._stopping = asyncio.Event()
         self._gateway = GatewayProducer(self.channels, settings.bootstrap)
+        self.lag = ConsumerLag(meter(), self._committed, self._latest, settings.lag_interval_s)
         self.ownership: ShardOwnership | None = None
 
     def stop(self) -> None:
@@ -383,6 +387,7 @@ class GroupsProcess:
             self.servicer.served.release)
         owning = asyncio.create_task(self._own(ownership), name="shard-ownership")
         watching = asyncio.create_task(self._watch_topics(), name="topic-changes")
+        measuring = asyncio.create_task(self.lag.run(), name="consumer-lag")
         await set_serving(health_servicer)
         log.info("group coordinator serving", extra={"listen": settings.listen,
                                                      "instance": settings.instance_id})
@@ -391,9 +396,10 @@ class GroupsProcess:
         finally:
             ownership.stop()
             await owning
-            watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching
+            for task in (watching, measuring):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await server.stop(grace=2)
             await self.channels.close()
             await watcher.stop()
@@ -404,6 +410,21 @@ class GroupsProcess:
                                     self._stopping, self.channels.tls)
         if not self._stopping.is_set():
             await ownership.run()
+
+    def _committed(self) -> dict[str, dict[tuple[str, int], int]]:
+        """The committed offsets of the groups of the shards this coordinator owns."""
+        committed: dict[str, dict[tuple[str, int], int]] = {}
+        for coordinator in list(self.servicer.shards.values()):
+            store = coordinator.store
+            for group in store.groups():
+                offsets = store.fetch(group)
+                if offsets:
+                    committed[group] = {tp: value.offset for tp, value in offsets.items()}
+        return committed
+
+    async def _latest(self, partitions: Iterable[tuple[str, int]]
+                      ) -> dict[tuple[str, int], int]:
+        return await latest_offsets(self.channels, self._gateway.address, partitions)
 
     async def _watch_topics(self) -> None:
         """Tell every shard when a topic is deleted or re-created (a new id)."""

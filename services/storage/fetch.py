@@ -233,6 +233,9 @@ def _read_logs(reads: list[_Read], results: list[FetchedPartition], budget: int,
                 max_offset=_upper_bound(result, params.isolation),
                 min_one_batch=first_batch_whole)
             data, end = _verified(read, data, node_id, damaged)
+            if data and params.is_from_follower and read.replica.append_traces:
+                result.traces = read.replica.append_traces.covering(
+                    read.request.fetch_offset, end)
             if data and params.isolation is FetchIsolation.TXN_COMMITTED:
                 # The consumer drops the records of these (Kafka's FetchResponse
                 # aborted_transactions): those overlapping what is returned.

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from services.storage.append_traces import TracedAppend
+
 
 class FetchIsolation(Enum):
     """The bound of what a fetch may read (exclusive)."""
@@ -84,3 +86,5 @@ class FetchedPartition:
     # read_committed: (producer id, first offset) of the aborted transactions overlapping
     # ``records``, in marker order.
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+    # Followers: the leader's traced appends among ``records`` (append_traces).
+    traces: Sequence[TracedAppend] = ()

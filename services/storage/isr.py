@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from services.storage.broker_metrics import BrokerMetrics
 from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
 from strand.errors import ErrorCode
@@ -60,9 +61,11 @@ class ControllerClient(Protocol):
 
 
 class IsrManager:
-    def __init__(self, manager: ReplicaManager, controller: ControllerClient) -> None:
+    def __init__(self, manager: ReplicaManager, controller: ControllerClient,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.manager = manager
         self.controller = controller
+        self.metrics = metrics
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- expansion (called by the ReplicaFetch handler) ---------------------------------------
@@ -135,8 +138,11 @@ class IsrManager:
         if answer.leader != state.leader or answer.leader_epoch != state.leader_epoch:
             state.proposal_failed(self.manager.clock(), REFUSED_BACKOFF_MS)
             return
+        previous = state.isr
         state.apply_record(replica.record.replicas, answer.isr, answer.partition_epoch,
                            self.manager.clock())
+        if self.metrics is not None:
+            self.metrics.isr_changed(previous, answer.isr)
         self.manager.maybe_advance_high_watermark(replica)
 
     async def shutdown(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from services.storage.append_traces import TracedAppend
 from services.storage.fetch_params import FetchedPartition, FetchParams
 from services.storage.isr import IsrAnswer, IsrProposal
 from strand.client.channel import AioChannels
@@ -65,7 +66,9 @@ class PeerClients:
             log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
             diverging_epoch=((r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
                              if r.HasField("diverging_epoch") else None),
-            records=r.records) for r in response.partitions]
+            records=r.records, traces=[
+                TracedAppend(t.first_offset, t.last_offset, tuple(sorted(t.context.items())))
+                for t in r.traced_appends]) for r in response.partitions]
 
     # -- the controller -----------------------------------------------------------------------
 

@@ -28,6 +28,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opentelemetry import trace
+
+from services.storage.append_traces import current_trace_context
+from services.storage.broker_metrics import BrokerMetrics
 from services.storage.disk import DiskExecutor
 from services.storage.errors import (
     InvalidRequiredAcksError,
@@ -90,11 +94,13 @@ class AppendResult:
 
 class Appender:
     def __init__(self, manager: ReplicaManager, disk: DiskExecutor,
-                 verifier: TxnVerifier | None = None) -> None:
+                 verifier: TxnVerifier | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.manager = manager
         self.disk = disk
         # None: no KIP-890 verification of transactional writes.
         self.verifier = verifier
+        self.metrics = metrics
 
     async def append(self, acks: int, partitions: Sequence[PartitionAppend],
                      timeout_ms: int = 30_000) -> list[AppendResult]:
@@ -146,6 +152,12 @@ class Appender:
                     if not info.duplicate:  # a retry answered from producer state wrote nothing
                         replica.appended(info.last_offset + 1, info.size_bytes)
                         self.manager.maybe_advance_high_watermark(replica)
+                        replica.append_traces.record(
+                            info.first_offset, info.last_offset, current_trace_context(),
+                            replica.log.high_watermark)
+                        if self.metrics is not None and request.origin is AppendOrigin.CLIENT:
+                            self.metrics.appended(request.topic, info.record_count,
+                                                  info.size_bytes)
                     if request.origin is AppendOrigin.COORDINATOR:
                         replica.marker_arrivals.appended()
             finally:
@@ -153,6 +165,10 @@ class Appender:
                     replica.producer_turns.passed(turn)
             if acks == -1:  # a retry too: its first attempt may not be replicated yet
                 await _await_replication(replica, info.last_offset + 1, wait_s)
+                trace.get_current_span().add_event("replicated", {
+                    "strand.high_watermark": replica.log.high_watermark,
+                    "strand.isr": list(replica.leader_state.isr) if replica.leader_state
+                    else []})
         except Exception as exc:
             if replica is not None:
                 self.manager.storage_failed(replica, exc)

@@ -13,6 +13,7 @@ import bisect
 from collections import deque
 from collections.abc import Callable, Collection
 
+from services.storage.append_traces import AppendTraces
 from services.storage.leader_state import LeaderState
 from services.storage.txn_verification import MarkerArrivals, ProducerTurns
 from strand.cluster.model import PartitionRecord
@@ -73,6 +74,8 @@ class Replica:
         self.verified_txns: dict[int, VerificationGuard] = {}
         # A producer's appends keep their arrival order across those verifications.
         self.producer_turns = ProducerTurns()
+        # As leader: the trace context of appends not yet replicated (append_traces).
+        self.append_traces = AppendTraces()
         # Appends of a producer's next epoch wait here for its previous transaction's
         # marker (an epoch per transaction).
         self.marker_arrivals = MarkerArrivals()

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from services.storage.append_traces import replica_append_spans
 from services.storage.disk import DiskExecutor
 from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
 from services.storage.replica import Replica
@@ -181,8 +182,11 @@ class LeaderFetcher:
                     await disk.run(lambda: _truncate(partition_log, epoch, end), [replica])
                     return
                 if result.records:
-                    info = await disk.run(
-                        lambda: partition_log.append_as_follower(result.records), [replica])
+                    with replica_append_spans(replica.topic, replica.partition,
+                                              self.owner.manager.node_id, result.traces):
+                        info = await disk.run(
+                            lambda: partition_log.append_as_follower(result.records),
+                            [replica])
                     replica.appended(info.last_offset + 1, info.size_bytes)
                 high_watermark = min(result.high_watermark, partition_log.log_end_offset)
                 if high_watermark > partition_log.high_watermark:

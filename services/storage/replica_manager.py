@@ -95,6 +95,9 @@ class ReplicaManager:
         self.clock = clock
         self.followers: FollowerRole | None = None  # set by the replication wiring
         self.storage_failures: StorageFailures | None = None  # set by the wiring too
+        # Told (old ISR, new ISR) when a led partition's ISR changes by the metadata
+        # (the controller's shrinks of dead nodes, or our own proposals' records).
+        self.isr_changed: Callable[[tuple[int, ...], tuple[int, ...]], None] | None = None
         self.replicas: dict[TopicPartition, Replica] = {}
         # Assigned partitions whose log could not be opened, and why (retried on every
         # metadata change; clients get KAFKA_STORAGE_ERROR meanwhile).
@@ -300,8 +303,11 @@ class ReplicaManager:
         if record.leader == me:
             if (state is not None and previous is not None and previous.leader == me
                     and previous.leader_epoch == record.leader_epoch):
+                previous_isr = state.isr
                 if state.apply_record(record.replicas, record.isr, record.partition_epoch,
                                       self.clock()):
+                    if self.isr_changed is not None:
+                        self.isr_changed(previous_isr, state.isr)
                     self.maybe_advance_high_watermark(replica)
                 return
             if replica.log.failure is None:  # a failed log cannot start an epoch

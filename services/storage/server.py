@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from services.storage.broker_metrics import BrokerMetrics
 from services.storage.disk import DiskExecutor
 from services.storage.fetch import Fetcher
 from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
@@ -44,6 +45,7 @@ from strand.cluster.transaction_calls import CoordinatorTxnVerifier
 from strand.coordination.txn_verifier import TxnVerifier
 from strand.security.tls import ClientTls, ServiceTls
 from strand.service.grpc_server import new_server, serve, set_serving
+from strand.service.telemetry import meter
 from strand.v1 import common_pb2 as pb
 from strand.v1 import storage_pb2, storage_pb2_grpc
 
@@ -92,8 +94,9 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
     """Translates protobuf requests into domain calls and domain results back."""
 
     def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup,
-                 producers: ProducerLookup) -> None:
+                 producers: ProducerLookup, metrics: BrokerMetrics | None = None) -> None:
         self.appender = appender
+        self.metrics = metrics
         self.fetcher = fetcher
         self.offsets = offsets
         self.producers = producers
@@ -117,8 +120,11 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
             partitions=[PartitionFetch(topic.topic, p.partition, p.fetch_offset,
                                        p.partition_max_bytes, p.current_leader_epoch)
                         for topic in request.topics for p in topic.partitions])
-        return _per_topic(pb.FetchResponse(), request.topics, await self.fetcher.fetch(params),
-                          _add_fetched)
+        results = await self.fetcher.fetch(params)
+        if self.metrics is not None:
+            for result in results:
+                self.metrics.fetched(result.topic, result.records)
+        return _per_topic(pb.FetchResponse(), request.topics, results, _add_fetched)
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ListOffsetsResponse:
@@ -224,6 +230,9 @@ def _add_replica_fetched(partitions: Any, result: FetchedPartition) -> None:
         error_message=result.error_message, high_watermark=result.high_watermark,
         log_start_offset=result.log_start_offset, log_end_offset=result.log_end_offset,
         records=result.records)
+    for traced in result.traces:
+        out.traced_appends.add(first_offset=traced.first_offset,
+                               last_offset=traced.last_offset, context=dict(traced.context))
     if result.diverging_epoch is not None:
         out.diverging_epoch.epoch, out.diverging_epoch.end_offset = result.diverging_epoch
 
@@ -253,7 +262,9 @@ class StorageProcess:
             manager, disk, peers,
             throttle_bytes_per_s=settings.reassignment_throttle_bytes_per_s)
         manager.followers = fetchers
-        isr = IsrManager(manager, peers)
+        broker_metrics = BrokerMetrics(meter(), manager.replicas)
+        manager.isr_changed = broker_metrics.isr_changed
+        isr = IsrManager(manager, peers, broker_metrics)
         maintenance = LogMaintenance(manager, disk, settings.maintenance_interval_s)
         registrar = BrokerRegistrar(etcd, self.keys, registration, settings.lease_ttl)
         repairs = ReplicaRepairs(manager, disk, registrar.set_offline_replicas,
@@ -265,9 +276,9 @@ class StorageProcess:
                     if settings.scrub_bytes_per_s > 0 else None)
         server, health_servicer = new_server(("storage node", settings.tls))
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
-            Appender(manager, disk, _txn_verifier(settings, peers)),
+            Appender(manager, disk, _txn_verifier(settings, peers), broker_metrics),
             Fetcher(manager, disk, isr, repairs),
-            OffsetLookup(manager, disk), ProducerLookup(manager, disk)), server)
+            OffsetLookup(manager, disk), ProducerLookup(manager, disk), broker_metrics), server)
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None

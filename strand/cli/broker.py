@@ -47,7 +47,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
             for b in cluster.brokers]
     if as_json:
         click.echo(json.dumps({"cluster": cluster.cluster_id,
-                               "controller": cluster.controller_id, "brokers": rows}))
+                               "controller": cluster.controller, "brokers": rows}))
         return
     table = Table(title=f"cluster {cluster.cluster_id}: {len(rows)} storage nodes")
     for column in ("id", "address", "rack", "state", "replicas", "leaders"):

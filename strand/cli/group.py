@@ -50,6 +50,13 @@ def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
         click.echo(f"{listing.group_id}\t{listing.state}")
 
 
+def partition_lag(committed: int | None, end: int | None) -> int | None:
+    """A group's lag on a partition (Kafka's): the partition's end offset (its high
+    watermark) less the group's committed offset; None when either is unknown.
+    ``strand cluster status`` sums these per group."""
+    return end - committed if end is not None and committed is not None else None
+
+
 def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str,
               tls: ClientTlsSettings) -> tuple[list[dict[str, Any]], Any]:
     from strand.consumer import Consumer
@@ -69,7 +76,7 @@ def _lag_rows(admin: Admin, bootstrap_address: str | None, group_id: str,
         member = owner.get(tp)
         rows.append({"topic": tp.topic, "partition": tp.partition, "committed": offset,
                      "high_watermark": end,
-                     "lag": (end - offset) if end is not None and offset is not None else None,
+                     "lag": partition_lag(offset, end),
                      "member": member.member_id if member else None,
                      "host": member.client_host or None if member else None,
                      "client": member.client_id if member else None})

@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("strand.cli.bench:bench",
               "Measure produce and consume throughput against a cluster."),
     "broker": ("strand.cli.broker:broker", "The cluster's storage nodes (Kafka's brokers)."),
+    "cluster": ("strand.cli.cluster:cluster", "The cluster's health: controller, storage "
+                                              "nodes, partitions, consumer groups."),
     "config": ("strand.cli.configs:config", "Describe configs (Kafka's kafka-configs); "
                                             "change them with `strand topic alter`."),
     "consume": ("strand.cli.produce:consume", "Print the records of TOPIC, one value per line."),

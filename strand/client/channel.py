@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from strand.client.sasl import AioSaslInterceptor, SaslCredentials, sasl_channel
+from strand.client.tracing import aio_tracing_interceptors, traced_channel
 from strand.errors import ErrorCode, NetworkError, RequestTimedOutError, StrandError, error_for
 from strand.security.tls import ClientTls, ClientTlsSettings
 from strand.version import VERSION
@@ -99,22 +100,26 @@ def open_channel(address: str, client_id: str | None = None,
                  tls: ClientTls | None = None,
                  sasl: SaslCredentials | None = None) -> grpc.Channel:
     """A blocking-API channel (Consumer, Admin); TLS with ``tls``, every call
-    authenticated with ``sasl``."""
+    authenticated with ``sasl``, traced when tracing is on (strand.client.tracing)."""
     options = channel_options(client_id)
     if tls is None:
         channel = grpc.insecure_channel(address, options=options)
     else:
         channel = grpc.secure_channel(address, tls.credentials(), options=options)
+    channel = traced_channel(channel)
     return channel if sasl is None else sasl_channel(channel, sasl)
 
 
 def open_aio_channel(address: str, client_id: str | None = None,
                      tls: ClientTls | None = None,
                      sasl: SaslCredentials | None = None) -> grpc.aio.Channel:
-    """An asyncio channel (the producer's sender); create it inside its event loop."""
+    """An asyncio channel (the producer's sender, the services' calls to each other);
+    create it inside its event loop. Traced when tracing is on (strand.client.tracing)."""
     options = channel_options(client_id)
-    interceptors = [] if sasl is None else [
-        AioSaslInterceptor(sasl, lambda: open_channel(address, client_id, tls))]
+    interceptors = aio_tracing_interceptors()
+    if sasl is not None:
+        interceptors.append(
+            AioSaslInterceptor(sasl, lambda: open_channel(address, client_id, tls)))
     if tls is None:
         return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
     return grpc.aio.secure_channel(address, tls.credentials(), options=options,

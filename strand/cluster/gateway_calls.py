@@ -1,5 +1,6 @@
-"""The coordinators' raw Produce call to a gateway: one hand-built record batch to
-one partition with acks=all (their shard writes, strand.coordination.shard_log).
+"""The coordinators' raw calls to a gateway: Produce of one hand-built record batch
+to one partition with acks=all (their shard writes, strand.coordination.shard_log),
+and ListOffsets of partitions' ends (the group coordinator's consumer lag).
 The SDK's Producer is not used there because a shard's owner writes under its own
 reserved producer id and epoch (strand.coordination.shard_fence), which the SDK
 leaves to the transaction coordinator.
@@ -10,6 +11,8 @@ over one connection whatever calls it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import grpc
 
 from strand.client.bootstrap import resolve_bootstrap
@@ -17,7 +20,7 @@ from strand.client.channel import AioChannels, transport_error
 from strand.errors import ErrorCode, StrandError, UnknownServerError, error_for
 from strand.v1 import common_pb2, gateway_pb2_grpc
 
-__all__ = ["GatewayProducer"]
+__all__ = ["GatewayProducer", "latest_offsets"]
 
 
 class GatewayProducer:
@@ -45,3 +48,26 @@ class GatewayProducer:
         if answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             return None
         return error_for(answer.error_code, answer.error_message)
+
+
+async def latest_offsets(channels: AioChannels, address: str,
+                         partitions: Iterable[tuple[str, int]], timeout_s: float = 10.0
+                         ) -> dict[tuple[str, int], int]:
+    """Each partition's high watermark (ListOffsets, latest), those that answered
+    with an error left out; raises the typed error when the call fails."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    if not by_topic:
+        return {}
+    stub = gateway_pb2_grpc.GatewayStub(channels.get(address))
+    request = common_pb2.ListOffsetsRequest(topics=[
+        common_pb2.TopicListOffsets(topic=topic, partitions=[
+            common_pb2.PartitionListOffsets(partition=p, timestamp=-1) for p in numbers])
+        for topic, numbers in by_topic.items()])
+    try:
+        response = await stub.ListOffsets(request, timeout=timeout_s)
+    except grpc.aio.AioRpcError as exc:
+        raise transport_error(exc, address, "ListOffsets") from None
+    return {(t.topic, p.partition): p.offset for t in response.topics for p in t.partitions
+            if p.error_code == ErrorCode.NONE}

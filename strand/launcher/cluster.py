@@ -74,6 +74,9 @@ class ClusterSpec:
     # user) and the launcher's own checks authenticate as: give the gateways
     # --super-users User:<name> with --authorizer acl (None: no user).
     superuser: tuple[str, str] | None = None
+    # Every service serves Prometheus metrics on a port of its own
+    # (Cluster.metrics_ports; each service's --metrics-port).
+    metrics: bool = False
 
     @property
     def log_dir(self) -> Path:
@@ -86,6 +89,7 @@ class Cluster:
         self.spec = spec
         self.on_spawn = on_spawn  # called after each spawn (restarts too), with the process
         self._ports: set[int] = set()
+        self.metrics_ports: dict[str, int] = {}  # process id → its metrics port
         peer = spec.etcd_port + 1 if spec.etcd_port else None
         self.etcd = self._adopt(EtcdServer(
             spec.directory / "etcd", self.unused_port(spec.etcd_port), self.unused_port(peer),
@@ -228,6 +232,10 @@ class Cluster:
 
     def _service(self, name: str, process_id: str, port: int | None,
                  *args: str) -> ServiceProcess:
+        if self.spec.metrics:
+            metrics_port = self.metrics_ports.get(process_id) or self.unused_port()
+            self.metrics_ports[process_id] = metrics_port  # kept across a restart
+            args = (*args, "--metrics-port", str(metrics_port))
         return self._adopt(ServiceProcess(
             name, [*self.common, *args], self.spec.log_dir / f"{process_id}.log",
             port or self.unused_port(), id=process_id, launch=self.spec.launch,

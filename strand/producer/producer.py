@@ -69,6 +69,7 @@ from strand.producer.errors import ProducerClosedError
 from strand.producer.future import RecordFuture
 from strand.producer.partitioner import StickyPartitioner, default_partition
 from strand.producer.producer_batch import Callback
+from strand.producer.producer_metrics import producer_metrics
 from strand.producer.record_accumulator import RecordAccumulator, RecordAppendResult
 from strand.producer.sender import Sender, SenderConfig
 from strand.producer.transaction_manager import MAX_INFLIGHT_BATCHES, TransactionManager
@@ -271,6 +272,7 @@ class Producer:
         elif self.idempotent:
             self._transaction_manager = TransactionManager()
         self._accumulator.transaction_manager = self._transaction_manager
+        self._accumulator.metrics = producer_metrics(self.client_id)
         self._partitioner = StickyPartitioner()
         self._sender = Sender(self.bootstrap, self._accumulator, self._metadata, SenderConfig(
             acks=self._acks, retries=retries, retry_backoff_ms=retry_backoff_ms,

@@ -52,6 +52,7 @@ from strand.producer.buffer_pool import BufferPool, MemoryWaiter
 from strand.producer.errors import ProducerClosedError
 from strand.producer.future import RecordFuture
 from strand.producer.producer_batch import NO_TIMESTAMP, Callback, ProducerBatch, TopicPartition
+from strand.producer.producer_metrics import ProducerMetrics
 from strand.producer.transaction_manager import TransactionManager
 from strand.records import HEADER_SIZE, Compression, Header
 from strand.records.builder import now_ms
@@ -139,6 +140,7 @@ class RecordAccumulator:
         self._leader_of: LeaderOf | None = None
         # Set by an idempotent producer: sequences are assigned when batches are drained.
         self.transaction_manager: TransactionManager | None = None
+        self.metrics: ProducerMetrics | None = None  # set by the Producer
 
     # ------------------------------------------------------------------ append
 
@@ -254,6 +256,8 @@ class RecordAccumulator:
 
     def _on_batch_done(self, batch: ProducerBatch) -> None:
         """A batch completed or failed: forget it and return its memory."""
+        if self.metrics is not None:
+            self.metrics.batch_done(batch)
         with self._lock:
             self._incomplete.discard(batch)
             if batch.queued:

@@ -588,6 +588,8 @@ class Sender:
                     and now - batch.created_ms < config.delivery_timeout_ms
                     and not self._forced):
                 log.debug("retrying %r after %s", batch, error)
+                if self.accumulator.metrics is not None:
+                    self.accumulator.metrics.batch_retried(batch)
                 self.accumulator.reenqueue(batch, now)
             else:
                 self._fail(batch, error)

@@ -228,6 +228,9 @@ class ServiceTls:
     # Glob patterns of the services' certificate names: the internal services serve
     # only callers matching one (strand.service.peer_identity); empty: any certificate.
     service_names: tuple[str, ...] = ()
+    # A port on which the health service alone is served in plaintext as well (0:
+    # none), for probes that cannot speak TLS (the kubelet's gRPC probe).
+    plaintext_health_port: int = 0
 
     def __post_init__(self) -> None:
         if self.service_names and not self.server.require_client_cert:
@@ -237,7 +240,8 @@ class ServiceTls:
     @classmethod
     def from_files(cls, cert: Path, key: Path, ca: Path | None,
                    require_client_cert: bool = False,
-                   service_names: tuple[str, ...] = ()) -> ServiceTls:
+                   service_names: tuple[str, ...] = (),
+                   plaintext_health_port: int = 0) -> ServiceTls:
         server = ServerTls(cert, key, ca, require_client_cert)
         server.check()
-        return cls(server, ClientTls(ca, cert, key), service_names)
+        return cls(server, ClientTls(ca, cert, key), service_names, plaintext_health_port)

@@ -69,6 +69,11 @@ def new_parser(prog: str, description: str | None, listen: str,
                           "and coordinators serve only callers whose certificate's name (CN "
                           "or SAN) matches one of these patterns, i.e. the services; "
                           "clients go through the gateway (default: any certificate)")
+    tls.add_argument("--tls-health-port", type=int,
+                     default=int(env("STRAND_TLS_HEALTH_PORT", "0")), metavar="PORT",
+                     help="also serve the health service alone, in plaintext, on this port "
+                          "of the listen address, for probes that cannot speak TLS (the "
+                          "kubelet's gRPC probe); 0: none (default)")
     etcd_tls = parser.add_argument_group(
         "etcd TLS", "the etcd client uses TLS with --etcd-tls-ca, presenting --etcd-tls-cert "
         "when etcd asks for client certificates")
@@ -100,17 +105,21 @@ def service_tls(parser: argparse.ArgumentParser, args: argparse.Namespace
     """The service's TLS from its flags (None: plaintext); a setting that cannot work
     stops it with exit code 2 and the reason."""
     if not (args.tls_cert or args.tls_key):
-        if args.tls_ca or args.tls_client_auth != "none" or args.tls_service_names:
-            parser.error("--tls-ca, --tls-client-auth and --tls-service-names need "
-                         "--tls-cert and --tls-key")
+        if (args.tls_ca or args.tls_client_auth != "none" or args.tls_service_names
+                or args.tls_health_port):
+            parser.error("--tls-ca, --tls-client-auth, --tls-service-names and "
+                         "--tls-health-port need --tls-cert and --tls-key")
         return None
     if not (args.tls_cert and args.tls_key):
         parser.error("--tls-cert and --tls-key go together")
+    if not 0 <= args.tls_health_port <= 65535:
+        parser.error("--tls-health-port must be a port number (0: none)")
     try:
         return ServiceTls.from_files(
             Path(args.tls_cert), Path(args.tls_key),
             Path(args.tls_ca) if args.tls_ca else None, args.tls_client_auth == "required",
-            tuple(p.strip() for p in args.tls_service_names.split(",") if p.strip()))
+            tuple(p.strip() for p in args.tls_service_names.split(",") if p.strip()),
+            args.tls_health_port)
     except TlsError as exc:
         parser.error(str(exc))
 

@@ -2,19 +2,18 @@
 
 - Metrics: ``--metrics-port N`` (``STRAND_METRICS_PORT``) serves ``/metrics`` in the
   Prometheus format; 0, the default, serves nothing (a laptop runs many services on
-  one host). Each RPC is counted and timed per method and outcome.
-- Traces: a span per RPC (OpenTelemetry's gRPC instrumentation), exported over OTLP
+  one host). Every request is counted and timed per API and outcome
+  (:mod:`strand.service.request_metrics`); the services add their own instruments
+  with :func:`meter` under Kafka's metric names (docs/operations.md lists them).
+- Traces: a span per RPC served and per RPC made (OpenTelemetry's gRPC
+  instrumentation, the W3C trace context in the calls' metadata), exported over OTLP
   when the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; without an exporter no
   span is recorded (the sampler, ``OTEL_TRACES_SAMPLER``, applies as usual).
-
-Services add their own instruments with :func:`meter`.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -22,10 +21,17 @@ from opentelemetry import metrics, trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from strand.client.tracing import set_call_tracing
+from strand.service.request_metrics import (
+    REQUEST_LATENCY_BUCKETS_S,
+    REQUEST_TOTAL_TIME,
+    RequestMetricsInterceptor,
+)
 from strand.version import VERSION
 
 _METER_NAME = "strand"
@@ -34,46 +40,6 @@ _interceptors: list[grpc.aio.ServerInterceptor] = []
 
 def meter() -> metrics.Meter:
     return metrics.get_meter(_METER_NAME, VERSION)
-
-
-class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Counts and times every unary RPC: ``strand.rpc.server.calls`` and
-    ``strand.rpc.server.duration`` (seconds), by method and status."""
-
-    def __init__(self, source: metrics.Meter | None = None) -> None:
-        source = source or meter()
-        self.calls = source.create_counter("strand.rpc.server.calls", unit="{call}",
-                                           description="RPCs handled, by method and status")
-        self.duration = source.create_histogram("strand.rpc.server.duration", unit="s",
-                                                description="time to handle an RPC")
-
-    async def intercept_service(
-        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Any:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        inner = handler.unary_unary
-        method = handler_call_details.method
-        calls, duration = self.calls, self.duration
-
-        async def timed(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            start = time.perf_counter()
-            status = "OK"
-            try:
-                return await inner(request, context)
-            except BaseException:
-                status = "ERROR"
-                raise
-            finally:
-                attributes = {"rpc.method": method, "rpc.status": status}
-                calls.add(1, attributes)
-                duration.record(time.perf_counter() - start, attributes)
-
-        return grpc.unary_unary_rpc_method_handler(
-            timed, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
 
 
 def setup_telemetry(
@@ -98,14 +64,20 @@ def setup_telemetry(
 
         start_http_server(metrics_port)
         readers.append(PrometheusMetricReader())
-    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+    # OpenTelemetry's default buckets are for milliseconds; ours are seconds.
+    seconds = View(instrument_name=REQUEST_TOTAL_TIME,
+                   aggregation=ExplicitBucketHistogramAggregation(REQUEST_LATENCY_BUCKETS_S))
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers,
+                                             views=[seconds]))
     tracer_provider = TracerProvider(resource=resource)
     if span_exporter is None and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         span_exporter = OTLPSpanExporter()
     trace.set_tracer_provider(tracer_provider)
-    _interceptors[:] = [RpcMetricsInterceptor()]
+    _interceptors[:] = [RequestMetricsInterceptor(meter())]
+    # The calls this service makes carry its spans' context (strand.client.tracing).
+    set_call_tracing(span_exporter is not None)
     if span_exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
         # Spans only where they go somewhere: recording a span per RPC for nobody

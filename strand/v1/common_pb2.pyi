@@ -394,16 +394,18 @@ class TopicMetadata(_message.Message):
     def __init__(self, name: _Optional[str] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., topic_id: _Optional[str] = ..., is_internal: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[PartitionMetadata, _Mapping]]] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("cluster_id", "controller_id", "brokers", "topics")
+    __slots__ = ("cluster_id", "controller_id", "brokers", "topics", "controller")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     controller_id: int
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerMetadata]
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
-    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerMetadata, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ...) -> None: ...
+    controller: str
+    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerMetadata, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., controller: _Optional[str] = ...) -> None: ...
 
 class ReplicaAssignment(_message.Message):
     __slots__ = ("partition", "replicas")

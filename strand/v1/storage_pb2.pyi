@@ -158,7 +158,7 @@ class ReplicaFetchResponse(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[ReplicaFetchPartitionResponse, _Mapping]]] = ...) -> None: ...
 
 class ReplicaFetchPartitionResponse(_message.Message):
-    __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "log_start_offset", "log_end_offset", "diverging_epoch", "records")
+    __slots__ = ("topic", "partition", "error_code", "error_message", "high_watermark", "log_start_offset", "log_end_offset", "diverging_epoch", "records", "traced_appends")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +168,7 @@ class ReplicaFetchPartitionResponse(_message.Message):
     LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    TRACED_APPENDS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error_code: _common_pb2.ErrorCode
@@ -177,4 +178,22 @@ class ReplicaFetchPartitionResponse(_message.Message):
     log_end_offset: int
     diverging_epoch: EpochEndOffset
     records: bytes
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., records: _Optional[bytes] = ...) -> None: ...
+    traced_appends: _containers.RepeatedCompositeFieldContainer[TracedAppend]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., records: _Optional[bytes] = ..., traced_appends: _Optional[_Iterable[_Union[TracedAppend, _Mapping]]] = ...) -> None: ...
+
+class TracedAppend(_message.Message):
+    __slots__ = ("first_offset", "last_offset", "context")
+    class ContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    first_offset: int
+    last_offset: int
+    context: _containers.ScalarMap[str, str]
+    def __init__(self, first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., context: _Optional[_Mapping[str, str]] = ...) -> None: ...

@@ -102,3 +102,43 @@ def test_quota_entities_and_validation(cluster: Cluster) -> None:
                                   remove=["consumer_byte_rate", "request_percentage"])
         admin.alter_client_quotas(QuotaEntity(user=DEFAULT), remove=["producer_byte_rate"])
         assert admin.describe_client_quotas() == []
+
+
+def calls_in(stub: gateway_pb2_grpc.GatewayStub, seconds: float) -> int:
+    """How many Metadata calls one client gets answered, back to back, in ``seconds``."""
+    calls, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        stub.Metadata(pb.MetadataRequest(), timeout=10)
+        calls += 1
+    return calls
+
+
+def test_the_request_time_quota_throttles_a_busy_client(cluster: Cluster) -> None:
+    """request_percentage: the share of the gateway's time (its CPU time handling the
+    client's requests) a client may take. A client calling flat out is held to a small
+    share; a client without that quota is not; the delay shows in throttle_time_ms."""
+    busy, free, topic = unique("busy"), unique("free"), unique("timed")
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        admin.alter_client_quotas(QuotaEntity(client_id=busy), set={"request_percentage": 0.1})
+    with open_channel(cluster.bootstrap, client_id=busy) as busy_channel, \
+            open_channel(cluster.bootstrap, client_id=free) as free_channel:
+        busy_stub = gateway_pb2_grpc.GatewayStub(busy_channel)
+        free_stub = gateway_pb2_grpc.GatewayStub(free_channel)
+        free_calls = calls_in(free_stub, 3)
+        busy_calls = calls_in(busy_stub, 3)
+        # A Metadata call costs the gateway's event loop tens of µs: 0.1 % of its time
+        # (1 ms/s) is some tens of calls a second, far fewer than a free client gets.
+        assert busy_calls < free_calls / 3, (busy_calls, free_calls)
+        answer, took = produce(busy_stub, topic, small_batch())
+        assert answer.throttle_time_ms > 0
+        assert took >= answer.throttle_time_ms / 1000 * 0.9
+        assert produce(free_stub, topic, small_batch())[0].throttle_time_ms == 0
+    with Admin(cluster.bootstrap) as admin:
+        admin.alter_client_quotas(QuotaEntity(client_id=busy), remove=["request_percentage"])
+
+
+def small_batch() -> bytes:
+    builder = BatchBuilder()
+    builder.append(b"small")
+    return builder.build()

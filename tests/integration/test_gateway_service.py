@@ -218,8 +218,8 @@ def test_gateway_serves_prometheus_metrics(cluster: Cluster) -> None:
             stub.Metadata(pb.MetadataRequest(), timeout=5)
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
         lines = [line for line in text.decode().splitlines()
-                 if line.startswith("strand_rpc_server_calls")
-                 and "/strand.v1.Gateway/Metadata" in line]
+                 if line.startswith("strand_requests_total")
+                 and 'request="Metadata"' in line]
         assert lines and float(lines[0].rsplit(" ", 1)[1]) >= 3, text.decode()[-2000:]
     finally:
         gateway.stop()

@@ -206,7 +206,7 @@ def test_the_operator_reaches_the_cluster_over_tls(tls_cluster: tuple[Cluster, P
     config = parse_args(["--bootstrap", cluster.bootstrap, "--namespace", "default",
                          "--cluster", "tls", "--tls-ca", str(CA),
                          "--tls-cert", str(cert("client")), "--tls-key", str(key("client"))])
-    gateway = StrandGateway(config.bootstrap, tls=config.tls)
+    gateway = StrandGateway(config.bootstrap, tls=config.security)
     try:
         brokers = asyncio.run(gateway.brokers())
     finally:

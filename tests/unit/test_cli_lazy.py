@@ -57,6 +57,7 @@ def test_help_imports_no_client_nor_grpc(args: tuple[str, ...]) -> None:
     ("produce", "--help"),
     ("consume", "--help"),
     ("group", "describe", "--help"),
+    ("cluster", "status", "--help"),
     ("bench", "produce", "--help"),
     ("transactions", "find-hanging", "--help"),
     ("transactions", "abort", "--help"),

@@ -170,6 +170,9 @@ topologySpreadConstraints:
 {{- if .Values.metrics.enabled }}
 - --metrics-port={{ .Values.metrics.port }}
 {{- end }}
+{{- with include "strand.etcdTlsArgs" . }}
+{{ . }}
+{{- end }}
 {{- end -}}
 
 {{- define "strand.ports" -}}
@@ -181,25 +184,31 @@ topologySpreadConstraints:
   containerPort: {{ .Values.metrics.port }}
   protocol: TCP
 {{- end }}
+{{- with include "strand.healthPort" . | trim }}
+{{ . }}
+{{- end }}
 {{- end -}}
 
-{{/* gRPC health probes (the standard grpc.health.v1 service on port 9090). */}}
+{{/* gRPC health probes (the standard grpc.health.v1 service on port 9090; with TLS,
+     which the kubelet's gRPC probe cannot speak, on the plaintext port serving that
+     service alone, tls.healthPort). */}}
 {{- define "strand.grpcProbes" -}}
+{{- $port := ternary .Values.tls.healthPort 9090 .Values.tls.enabled -}}
 readinessProbe:
   grpc:
-    port: 9090
+    port: {{ $port }}
   periodSeconds: 5
   timeoutSeconds: 3
   failureThreshold: 3
 livenessProbe:
   grpc:
-    port: 9090
+    port: {{ $port }}
   periodSeconds: 10
   timeoutSeconds: 5
   failureThreshold: 6
 startupProbe:
   grpc:
-    port: 9090
+    port: {{ $port }}
   periodSeconds: 5
   timeoutSeconds: 3
   failureThreshold: 60
@@ -207,11 +216,36 @@ startupProbe:
 
 {{/* A Deployment of one stateless Strand service:
      dict "root" $ "component" "controller" "service" "controller" "values" .Values.controller
-     "args" (list ...) */}}
+     "args" (list ...)
+     With TLS (not the gateway) a StatefulSet under a headless Service instead: the
+     others call each pod at the address it advertises, which its certificate must
+     name, and a pod IP is known to no certificate; a StatefulSet pod has a stable
+     DNS name (strand.advertise). */}}
 {{- define "strand.serviceDeployment" -}}
 {{- $root := .root -}}
+{{- $stateful := and $root.Values.tls.enabled (ne .component "gateway") -}}
+{{- if $stateful }}
+# {{ .component }}: the pods' stable names (with TLS, what they advertise).
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "strand.fullname" $root }}-{{ .component }}-headless
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "strand.labels" . | nindent 4 }}
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: true
+  selector:
+    {{- include "strand.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: grpc
+      port: 9090
+      targetPort: grpc
+---
+{{- end }}
 apiVersion: apps/v1
-kind: Deployment
+kind: {{ ternary "StatefulSet" "Deployment" $stateful }}
 metadata:
   name: {{ include "strand.fullname" $root }}-{{ .component }}
   namespace: {{ $root.Release.Namespace }}
@@ -223,11 +257,18 @@ spec:
   selector:
     matchLabels:
       {{- include "strand.selectorLabels" . | nindent 6 }}
+  {{- if $stateful }}
+  serviceName: {{ include "strand.fullname" $root }}-{{ .component }}-headless
+  podManagementPolicy: Parallel
+  updateStrategy:
+    type: RollingUpdate
+  {{- else }}
   strategy:
     type: RollingUpdate
     rollingUpdate:
       maxUnavailable: 1
       maxSurge: 1
+  {{- end }}
   template:
     metadata:
       {{- include "strand.podMetadata" (merge (dict "metrics" $root.Values.metrics.enabled) .) | nindent 6 }}
@@ -248,6 +289,12 @@ spec:
             {{- range .args }}
             - {{ . }}
             {{- end }}
+            {{- with include "strand.serviceTlsArgs" . | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
+            {{- with include "strand.securityArgs" . | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
             {{- range .values.extraArgs }}
             - {{ . | quote }}
             {{- end }}
@@ -263,10 +310,27 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- with include "strand.securityVolumeMounts" . | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
+        {{- with include "strand.securityVolumes" . | trim }}
+        {{- . | nindent 8 }}
+        {{- end }}
+{{- end -}}
+
+{{/* The address a controller or coordinator advertises: its pod IP, or with TLS its
+     StatefulSet pod's DNS name (which its certificate covers):
+     dict "root" $ "component" "controller". */}}
+{{- define "strand.advertise" -}}
+{{- if .root.Values.tls.enabled -}}
+--advertise=$(POD_NAME).{{ include "strand.fullname" .root }}-{{ .component }}-headless.$(POD_NAMESPACE).svc.{{ .root.Values.clusterDomain }}:9090
+{{- else -}}
+--advertise=$(POD_IP):9090
+{{- end -}}
 {{- end -}}
 
 {{/* A PodDisruptionBudget of one component: at most one pod down at a time. */}}

@@ -1,7 +1,9 @@
 """The chart's rendered workloads as local pods: each container's command, args and
 environment taken exactly as rendered, with only what the cluster itself would
 provide filled in — the pod's name, IP and node (downward API), the kubelet's
-``$(VAR)`` expansion, the volumes (temporary directories), and the cluster's DNS:
+``$(VAR)`` expansion, the volumes (temporary directories; a Secret's holding its
+keys as files, from the chart's Secrets or those the test gives as the cluster's),
+and the cluster's DNS:
 every Service and StatefulSet pod name in an argument or a variable becomes
 127.0.0.1 and a free port, every pod's own ports free ports of its own.
 
@@ -11,6 +13,7 @@ would fail to resolve in a cluster; a wrong flag or variable fails in the servic
 
 from __future__ import annotations
 
+import base64
 import re
 import urllib.error
 import urllib.request
@@ -104,10 +107,17 @@ class LocalCluster:
 
     def __init__(self, manifests: Sequence[Manifest], directory: Path,
                  node_of: Callable[[str, int], str],
-                 binaries: Mapping[str, str]) -> None:
+                 binaries: Mapping[str, str],
+                 secrets: Mapping[str, Mapping[str, bytes]] = {}) -> None:
         """``node_of(component, index)`` names the node a pod runs on; ``binaries``
-        maps an image's command (e.g. ``strand-service``) to the local executable."""
+        maps an image's command (e.g. ``strand-service``) to the local executable;
+        ``secrets`` are the Secrets the cluster holds beside the chart's (name ->
+        key -> bytes), e.g. what cert-manager issued."""
         self.binaries = dict(binaries)
+        self.secrets = {m["metadata"]["name"]: {k: base64.b64decode(v)
+                                                for k, v in m.get("data", {}).items()}
+                        for m in manifests if m["kind"] == "Secret"}
+        self.secrets.update({name: dict(data) for name, data in secrets.items()})
         self.pods: list[LocalPod] = []
         self.addresses: dict[tuple[str, int], int] = {}  # (DNS name, port) -> local port
         self._taken: set[int] = set()
@@ -164,8 +174,33 @@ class LocalCluster:
         for container in pod.containers():
             for port in container.get("ports", []):
                 pod.ports[int(port["containerPort"])] = self._free_port()
+        self._mount_secrets(pod)
         self.pods.append(pod)
         return pod
+
+    def _mount_secrets(self, pod: LocalPod) -> None:
+        """A Secret volume as the kubelet mounts it: each key (or each of ``items``,
+        at its path) a file, with the volume's mode. A Secret the cluster does not
+        hold fails here, as the pod would never start."""
+        for volume in pod.spec.get("volumes", []):
+            if "secret" not in volume:
+                continue
+            source = volume["secret"]
+            name = source["secretName"]
+            if name not in self.secrets:
+                raise AssertionError(f"{pod.name}: volume {volume['name']} mounts Secret "
+                                     f"{name}, which the cluster does not hold (known: "
+                                     f"{sorted(self.secrets)})")
+            data = self.secrets[name]
+            items = source.get("items") or [{"key": k, "path": k} for k in data]
+            for item in items:
+                if item["key"] not in data:
+                    raise AssertionError(f"{pod.name}: Secret {name} has no key "
+                                         f"{item['key']!r} (it has {sorted(data)})")
+                path = pod.volume(volume["name"]) / item["path"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data[item["key"]])
+                path.chmod(int(item.get("mode", source.get("defaultMode", 0o644))))
 
     def _free_port(self) -> int:
         """A free port not handed out before (free_port alone may repeat one)."""

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s.chart.tools import CHART, CHECKOV, DEFAULT, RACK_AWARE, render_text, tool
+from tests.k8s.chart.tools import (
+    CHART,
+    CHECKOV,
+    DEFAULT,
+    RACK_AWARE,
+    SECURITY_SETS,
+    render_text,
+    tool,
+)
 
 # Failed checks the chart accepts; each one's reason is in README.md, "Policy checks".
 SKIPPED = {
@@ -47,7 +55,7 @@ def checkov(manifests: str, directory: Path) -> dict[str, Any]:
     return results
 
 
-@pytest.mark.parametrize("values", (DEFAULT, RACK_AWARE), ids=lambda p: p.stem)
+@pytest.mark.parametrize("values", (DEFAULT, RACK_AWARE, *SECURITY_SETS), ids=lambda p: p.stem)
 def test_checkov_finds_nothing_unjustified(values: Path, tmp_path: Path) -> None:
     results = checkov(render_text([values]), tmp_path)
     unjustified = sorted({f"{c['check_id']} {c['check_name']} ({c['resource']})"

@@ -10,13 +10,14 @@ address in the chart fails here."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from tests.k8s.chart.local_pods import (
     LocalPod,
     UndefinedVariableError,
 )
-from tests.k8s.chart.tools import CHART, DEFAULT, REPO, load_all, render
+from tests.k8s.chart.tools import CHART, DEFAULT, REPO, Manifest, load_all, render
 
 pytestmark = pytest.mark.slow
 
@@ -170,14 +171,14 @@ def start_stage(pods: LocalCluster, components: tuple[str, ...], api: EmulatedAp
     return started
 
 
-@pytest.fixture(scope="module")
-def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartCluster]:
-    directory = tmp_path_factory.mktemp("chart-pods")
+@contextlib.contextmanager
+def boot(manifests: list[Manifest], directory: Path,
+         secrets: Mapping[str, Mapping[str, bytes]] | None = None) -> Iterator[ChartCluster]:
+    """The rendered workloads run as local processes stage by stage (STAGES), each
+    stage served (its readiness probes pass) before the next starts; ``secrets``:
+    the Secrets their volumes mount."""
     logs = directory / "logs"
-    # The example producer Job runs against the chart's gateway too.
-    example_job = load_all(PRODUCER_JOB.read_text())
-    pods = LocalCluster([*render([DEFAULT], SMALL), *example_job], directory, node_of,
-                        binaries())
+    pods = LocalCluster(manifests, directory, node_of, binaries(), secrets or {})
     processes: list[ContainerProcess] = []
     with EmulatedApiServer(namespaces=("strand",)) as api:
         declare_api(api)
@@ -193,6 +194,15 @@ def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartClu
             stop_in_order(processes, timeout=45)
             for pod in pods.pods:  # the volumes (etcd preallocates 64 MB); logs stay
                 shutil.rmtree(pod.directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartCluster]:
+    # The example producer Job runs against the chart's gateway too.
+    example_job = load_all(PRODUCER_JOB.read_text())
+    with boot([*render([DEFAULT], SMALL), *example_job],
+              tmp_path_factory.mktemp("chart-pods")) as chart:
+        yield chart
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +265,7 @@ def test_the_metrics_port_serves_prometheus_metrics(chart_cluster: ChartCluster)
     url = f"http://{LOCALHOST}:{gateway.ports[9100]}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    assert "strand_rpc_server_calls" in text
+    assert "strand_requests_total" in text
 
 
 def test_the_helm_test_pod_passes(chart_cluster: ChartCluster) -> None:

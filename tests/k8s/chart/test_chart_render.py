@@ -35,11 +35,10 @@ KUBERNETES = latest_version()
 # when their value is on (a ServiceMonitor needs the Prometheus Operator's CRD); they
 # are checked by the assertions below instead.
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"),
-             ("strand.io/v1", "Topic")}
+             ("strand.io/v1", "Topic"), ("strand.io/v1", "StrandUser")}
 STRAND_COMPONENTS = ("storage", "controller", "gateway", "groups", "transactions")
 APP_UID = 10001  # the image's user (Dockerfile)
-CRD_SOURCE = REPO / "k8s" / "crds" / "topics.strand.io.yaml"
-CRD_COPY = CHART / "crds" / "topics.strand.io.yaml"
+CRD_NAMES = ("topics.strand.io.yaml", "strandusers.strand.io.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -101,18 +100,23 @@ def test_termination_grace_must_cover_the_controlled_shutdown() -> None:
         render(settings=["storage.terminationGracePeriodSeconds=20"])
 
 
-def test_the_crd_in_the_chart_is_the_operator_crd_byte_for_byte() -> None:
-    assert CRD_SOURCE.exists(), f"{CRD_SOURCE.relative_to(REPO)} is missing (the operator's CRD)"
-    assert CRD_COPY.exists(), (f"{CRD_COPY.relative_to(REPO)} is missing: "
-                               f"cp {CRD_SOURCE.relative_to(REPO)} {CRD_COPY.relative_to(REPO)}")
-    assert CRD_COPY.read_bytes() == CRD_SOURCE.read_bytes(), (
-        f"{CRD_COPY.relative_to(REPO)} differs from {CRD_SOURCE.relative_to(REPO)}: "
-        f"cp {CRD_SOURCE.relative_to(REPO)} {CRD_COPY.relative_to(REPO)}")
+@pytest.mark.parametrize("name", CRD_NAMES)
+def test_the_crd_in_the_chart_is_the_operator_crd_byte_for_byte(name: str) -> None:
+    source, copy = REPO / "k8s" / "crds" / name, CHART / "crds" / name
+    assert source.exists(), f"{source.relative_to(REPO)} is missing (the operator's CRD)"
+    assert copy.exists(), (f"{copy.relative_to(REPO)} is missing: "
+                           f"cp {source.relative_to(REPO)} {copy.relative_to(REPO)}")
+    assert copy.read_bytes() == source.read_bytes(), (
+        f"{copy.relative_to(REPO)} differs from {source.relative_to(REPO)}: "
+        f"cp {source.relative_to(REPO)} {copy.relative_to(REPO)}")
+    assert sorted(p.name for p in (CHART / "crds").glob("*.yaml")) == sorted(CRD_NAMES)
 
 
-def test_the_crd_validates_as_an_apiextensions_object() -> None:
-    assert CRD_SOURCE.exists(), f"{CRD_SOURCE.relative_to(REPO)} is missing (the operator's CRD)"
-    crds = load_all(CRD_SOURCE.read_text())
+@pytest.mark.parametrize("name", CRD_NAMES)
+def test_the_crd_validates_as_an_apiextensions_object(name: str) -> None:
+    source = REPO / "k8s" / "crds" / name
+    assert source.exists(), f"{source.relative_to(REPO)} is missing (the operator's CRD)"
+    crds = load_all(source.read_text())
     assert [c["kind"] for c in crds] == ["CustomResourceDefinition"]
     assert crds[0]["apiVersion"] == "apiextensions.k8s.io/v1"
     validate(crds[0])
@@ -123,9 +127,9 @@ def test_the_examples_validate() -> None:
     assert any(p.name == "producer-job.yaml" for p in examples)
     for path in examples:
         for manifest in load_all(path.read_text()):
-            if (manifest["apiVersion"], manifest["kind"]) == ("strand.io/v1", "Topic"):
-                # A Topic's schema is the CRD's; the operator's tests check Topics
-                # against it. Here: that it names the cluster it belongs to.
+            if (manifest["apiVersion"], manifest["kind"]) in CRD_KINDS:
+                # A Topic's or StrandUser's schema is its CRD's; the operator's tests
+                # check them against it. Here: that it names the cluster it belongs to.
                 assert "strand.io/cluster" in manifest["metadata"].get("labels", {}), path
                 continue
             validate(manifest)
@@ -314,6 +318,10 @@ def test_the_operator_runs_alone_with_recreate(rendered: dict[Path, list[Manifes
 # Exactly what the contract grants: (apiGroup, resource) -> verbs.
 OPERATOR_ROLE = {("strand.io", "topics"): {"get", "list", "watch", "patch"},
                  ("strand.io", "topics/status"): {"get", "patch"},
+                 ("strand.io", "strandusers"): {"get", "list", "watch", "patch"},
+                 ("strand.io", "strandusers/status"): {"get", "patch"},
+                 # the StrandUsers' password Secrets (user_reconciler.py)
+                 ("", "secrets"): {"get", "create", "patch", "delete"},
                  ("", "events"): {"create"}}
 OPERATOR_CLUSTER_ROLE = {("apiextensions.k8s.io", "customresourcedefinitions"):
                          {"get", "list", "watch"},

@@ -34,7 +34,7 @@ def test_the_plain_install_has_the_crd_and_no_helm_test_and_validates() -> None:
     for manifest in manifests:
         kubernetes_validate.validate(manifest, latest_version(), strict=True)
     kinds = [m["kind"] for m in manifests]
-    assert kinds.count("CustomResourceDefinition") == 1
+    assert kinds.count("CustomResourceDefinition") == 2  # Topic, StrandUser
     assert "Pod" not in kinds
     assert all(m["metadata"].get("namespace", "strand") == "strand" for m in manifests)
 

@@ -23,6 +23,10 @@ DEFAULT = CI_VALUES / "default-values.yaml"
 RACK_AWARE = CI_VALUES / "rack-aware-3-zones-values.yaml"
 EXTERNAL_ETCD = CI_VALUES / "external-etcd-values.yaml"
 VALUE_SETS = (DEFAULT, RACK_AWARE, EXTERNAL_ETCD)
+# The security value sets (tests/k8s/chart/test_chart_security_*.py; checkov too).
+SECURE = CI_VALUES / "secure-values.yaml"
+EXISTING_SECRETS = CI_VALUES / "existing-secrets-values.yaml"
+SECURITY_SETS = (SECURE, EXISTING_SECRETS)
 
 Manifest = dict[str, Any]
 

@@ -1,11 +1,13 @@
 """The operator's end-to-end harness: kopf running the operator's own handlers
 in-process against kmock's Kubernetes emulator, and helpers to act as a user
-(create, patch and delete Topics over the emulator's HTTP API) and to wait for what
-the operator did (the Topic's status and Events)."""
+(create, patch and delete Topics and StrandUsers, put Secrets, over the emulator's
+HTTP API) and to wait for what the operator did (the resources' status and Events,
+the Secrets it wrote)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
 import itertools
@@ -26,12 +28,16 @@ from strand_operator.config import OperatorConfig
 from strand_operator.handlers import build_registry, operator_settings
 from strand_operator.strand_gateway import StrandGateway
 from strand_operator.topic_spec import CLUSTER_LABEL, GROUP, PLURAL, VERSION
+from strand_operator.user_spec import PLURAL as USER_PLURAL
 
 T = TypeVar("T")
 CRD = Path(__file__).resolve().parents[3] / "k8s" / "crds" / "topics.strand.io.yaml"
+USER_CRD = CRD.with_name("strandusers.strand.io.yaml")
 NAMESPACE = "apps"
 NAMESPACE_WATCH_S = 2.0
 TOPICS = f"{GROUP}/{VERSION}/{PLURAL}"
+USERS = f"{GROUP}/{VERSION}/{USER_PLURAL}"
+SECRETS = "v1/secrets"
 _created = itertools.count()
 _generated = itertools.count()
 _versions = itertools.count(1)
@@ -114,13 +120,23 @@ class TopicEmulator(kmock.KubernetesEmulator):
                                         message="the object has been modified")
 
 
-def declare_resources(emulator: kmock.KubernetesEmulator) -> None:
-    """What kopf discovers and watches: Topics (with a status subresource), Events,
-    namespaces and CRDs (kopf does not start watching without the last two)."""
+def declare_resources(emulator: kmock.KubernetesEmulator, users: bool = True) -> None:
+    """What kopf discovers and watches: Topics and StrandUsers (with a status
+    subresource; ``users`` False: a cluster without the StrandUser CRD), Events,
+    namespaces and CRDs (kopf does not start watching without the last two); and
+    Secrets, which the operator writes for StrandUsers."""
     emulator.resources[TOPICS] = kmock.ResourceInfo(
         kind="Topic", singular="topic", namespaced=True, shortnames={"st"},
         subresources={"status"},
         verbs={"get", "list", "watch", "create", "patch", "update", "delete"})
+    if users:
+        emulator.resources[USERS] = kmock.ResourceInfo(
+            kind="StrandUser", singular="stranduser", namespaced=True, shortnames={"su"},
+            subresources={"status"},
+            verbs={"get", "list", "watch", "create", "patch", "update", "delete"})
+    emulator.resources[SECRETS] = kmock.ResourceInfo(
+        kind="Secret", singular="secret", namespaced=True,
+        verbs={"get", "list", "create", "patch", "update", "delete"})
     emulator.resources["v1/events"] = kmock.ResourceInfo(
         kind="Event", singular="event", namespaced=True, verbs={"create", "list"})
     emulator.resources["v1/namespaces"] = kmock.ResourceInfo(
@@ -139,30 +155,28 @@ class Operator:
 
     # ------------------------------------------------------------ acting as a user
 
-    def _path(self, name: str = "") -> str:
-        base = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
+    def _path(self, name: str = "", plural: str = PLURAL) -> str:
+        base = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{plural}"
         return f"{base}/{name}" if name else base
 
-    async def create_topic(self, name: str, spec: Mapping[str, Any],
-                           annotations: Mapping[str, str] | None = None,
-                           cluster: str | None = None) -> None:
-        """Create a Topic as the API server would store it (creation time, generation)."""
+    async def _create(self, kind: str, plural: str, name: str, spec: Mapping[str, Any],
+                      annotations: Mapping[str, str] | None, cluster: str | None) -> None:
+        """Create a resource as the API server would store it (creation time, generation)."""
         created = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
             seconds=next(_created))  # strictly increasing: ages decide conflicts
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Topic",
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind,
                 "metadata": {"name": name, "namespace": NAMESPACE, "generation": 1,
                              "uid": f"uid-{name}-{next(_uids)}",
                              "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                              "labels": {CLUSTER_LABEL: cluster or self.config.cluster},
                              "annotations": dict(annotations or {})},
                 "spec": dict(spec)}
-        response = await self.emulator.post(self._path(), json=body)
+        response = await self.emulator.post(self._path(plural=plural), json=body)
         assert response.status < 300, await response.text()
 
-    async def patch_topic(self, name: str, spec: Mapping[str, Any] | None = None,
-                          annotations: Mapping[str, str | None] | None = None) -> None:
-        """Merge-patch a Topic; a spec change bumps metadata.generation as Kubernetes does."""
-        current = self.topic(name)
+    async def _patch(self, plural: str, current: Mapping[str, Any], spec: Mapping[str, Any] | None,
+                     annotations: Mapping[str, str | None] | None) -> None:
+        """Merge-patch a resource; a spec change bumps metadata.generation as Kubernetes does."""
         metadata: dict[str, Any] = {}
         if spec is not None:
             metadata["generation"] = int(current["metadata"].get("generation", 1)) + 1
@@ -172,22 +186,54 @@ class Operator:
         if spec is not None:
             patch["spec"] = dict(spec)
         response = await self.emulator.patch(
-            self._path(name), json=patch,
+            self._path(current["metadata"]["name"], plural), json=patch,
             headers={"Content-Type": "application/merge-patch+json"})
         assert response.status < 300, await response.text()
+
+    async def create_topic(self, name: str, spec: Mapping[str, Any],
+                           annotations: Mapping[str, str] | None = None,
+                           cluster: str | None = None) -> None:
+        await self._create("Topic", PLURAL, name, spec, annotations, cluster)
+
+    async def patch_topic(self, name: str, spec: Mapping[str, Any] | None = None,
+                          annotations: Mapping[str, str | None] | None = None) -> None:
+        await self._patch(PLURAL, self.topic(name), spec, annotations)
 
     async def delete_topic(self, name: str) -> None:
         response = await self.emulator.delete(self._path(name))
         assert response.status < 300, await response.text()
 
+    async def create_user(self, name: str, spec: Mapping[str, Any]) -> None:
+        await self._create("StrandUser", USER_PLURAL, name, spec, None, None)
+
+    async def patch_user(self, name: str, spec: Mapping[str, Any]) -> None:
+        await self._patch(USER_PLURAL, self.user(name), spec, None)
+
+    async def delete_user(self, name: str) -> None:
+        response = await self.emulator.delete(self._path(name, USER_PLURAL))
+        assert response.status < 300, await response.text()
+
+    async def put_secret(self, name: str, data: Mapping[str, str]) -> None:
+        """Create a Secret of ``data`` (plain text, stored base64 as the API server does)."""
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+        response = await self.emulator.post(f"/api/v1/namespaces/{NAMESPACE}/secrets",
+                                            json=body)
+        assert response.status < 300, await response.text()
+
     # ------------------------------------------------------------ what the operator did
 
-    def exists(self, name: str) -> bool:
+    def _stored(self, resource: str, name: str) -> dict[str, Any] | None:
         # Not `key in objects`: kmock 0.8's __contains__ does not parse "group/v/plural".
         try:
-            return not self.emulator.objects[TOPICS, NAMESPACE, name].deleted
+            stored = self.emulator.objects[resource, NAMESPACE, name]
         except KeyError:
-            return False
+            return None
+        return None if stored.deleted else dict(stored.raw)
+
+    def exists(self, name: str) -> bool:
+        return self._stored(TOPICS, name) is not None
 
     def topic(self, name: str) -> dict[str, Any]:
         raw: dict[str, Any] = dict(self.emulator.objects[TOPICS, NAMESPACE, name].raw)
@@ -200,18 +246,37 @@ class Operator:
 
     def ready(self, name: str) -> dict[str, Any]:
         """The Topic's Ready condition ({} before the operator set one)."""
-        conditions = (self.topic(name).get("status") or {}).get("conditions") or []
-        return next((dict(c) for c in conditions if c.get("type") == "Ready"), {})
+        return _ready(self.topic(name))
 
-    def events(self, name: str) -> list[dict[str, Any]]:
-        """The Events recorded about the Topic ``name``, oldest first."""
+    def user_exists(self, name: str) -> bool:
+        return self._stored(USERS, name) is not None
+
+    def user(self, name: str) -> dict[str, Any]:
+        raw: dict[str, Any] = dict(self.emulator.objects[USERS, NAMESPACE, name].raw)
+        return raw
+
+    def user_ready(self, name: str) -> dict[str, Any]:
+        """The StrandUser's Ready condition ({} before the operator set one)."""
+        return _ready(self.user(name))
+
+    def secret(self, name: str) -> dict[str, Any] | None:
+        """The Secret ``name`` (None when there is none), its data decoded."""
+        stored = self._stored(SECRETS, name)
+        if stored is None:
+            return None
+        stored["data"] = {k: base64.b64decode(v).decode()
+                          for k, v in (stored.get("data") or {}).items()}
+        return stored
+
+    def events(self, name: str, kind: str = "Topic") -> list[dict[str, Any]]:
+        """The Events recorded about the ``kind`` ``name``, oldest first."""
         out = []
         for (resource, _, _), obj in self.emulator.objects.items():
             if resource.plural != "events" or obj.deleted:
                 continue
             event = dict(obj.raw)
             involved = event.get("involvedObject") or {}
-            if involved.get("kind") == "Topic" and involved.get("name") == name:
+            if involved.get("kind") == kind and involved.get("name") == name:
                 out.append(event)
         return out
 
@@ -219,10 +284,16 @@ class Operator:
         return [e.get("reason", "") for e in self.events(name)]
 
 
-def check_against_the_crd(topic: Mapping[str, Any]) -> None:
-    """Validate a Topic, status included, against the CRD's schema: a field the schema
-    does not have would be pruned by a real API server."""
-    (version,) = yaml.safe_load(CRD.read_text())["spec"]["versions"]
+def _ready(resource: Mapping[str, Any]) -> dict[str, Any]:
+    conditions = (resource.get("status") or {}).get("conditions") or []
+    return next((dict(c) for c in conditions if c.get("type") == "Ready"), {})
+
+
+def check_against_the_crd(topic: Mapping[str, Any], crd: Path = CRD) -> None:
+    """Validate a Topic (or a StrandUser, with its ``crd``), status included, against
+    the CRD's schema: a field the schema does not have would be pruned by a real API
+    server."""
+    (version,) = yaml.safe_load(crd.read_text())["spec"]["versions"]
     schema = version["schema"]["openAPIV3Schema"]
 
     def closed(node: Any) -> Any:  # structural schemas drop unknown fields: refuse them
@@ -257,11 +328,12 @@ async def eventually(check: Callable[[], T], timeout: float = 30.0, what: str = 
 
 
 @contextlib.asynccontextmanager
-async def running_operator(emulator: kmock.KubernetesEmulator,
-                           config: OperatorConfig) -> AsyncIterator[Operator]:
-    """kopf running the operator's registry against ``emulator`` until the block ends."""
-    declare_resources(emulator)
-    gateway = StrandGateway(config.bootstrap, config.request_timeout_s)
+async def running_operator(emulator: kmock.KubernetesEmulator, config: OperatorConfig,
+                           user_crd: bool = True) -> AsyncIterator[Operator]:
+    """kopf running the operator's registry against ``emulator`` until the block ends
+    (``user_crd`` False: the StrandUser CRD is not installed)."""
+    declare_resources(emulator, users=user_crd)
+    gateway = StrandGateway(config.bootstrap, config.request_timeout_s, config.security)
     registry = build_registry(config, gateway)
 
     @kopf.on.login(registry=registry)

@@ -10,7 +10,8 @@ from pathlib import Path
 import strand_operator
 
 ROOT = Path(__file__).resolve().parents[3]
-KOPF_SIDE = {"strand_operator.handlers", "strand_operator.cli", "strand_operator.__main__"}
+KOPF_SIDE = {"strand_operator.handlers", "strand_operator.user_handlers",
+             "strand_operator.kube_secrets", "strand_operator.cli", "strand_operator.__main__"}
 
 
 def _listed(contract: str, key: str) -> set[str]:

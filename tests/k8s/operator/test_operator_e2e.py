@@ -311,6 +311,17 @@ async def test_deleting_the_topic_resource_deletes_the_topic(op: Operator,
     await recorded(op, "doomed", "Deleted")
 
 
+async def test_topics_are_served_without_the_stranduser_crd(
+        kmock: kmock.KubernetesEmulator, strand_cluster: Cluster) -> None:
+    """`helm upgrade` does not install a chart's new CRDs: an operator that also
+    handles StrandUsers must serve Topics in a cluster that has only the Topic CRD."""
+    config = OperatorConfig(strand_cluster.bootstrap, ("apps",), "k8s", resync_interval=1.0)
+    async with running_operator(kmock, config, user_crd=False) as op:
+        await op.create_topic("no-user-crd", {"partitions": 1, "replicas": 1})
+        await until_ready(op, "no-user-crd")
+    assert await described(strand_cluster, "no-user-crd") is not None
+
+
 @pytest.mark.slow
 async def test_a_controller_outage_gives_cluster_error_then_recovers(
         op: Operator, strand_cluster: Cluster) -> None:

@@ -16,7 +16,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from strand.client.channel import open_aio_channel
-from strand.security.tls import ClientTls, ServerTls, TlsError
+from strand.launcher import free_port, port_open
+from strand.security.tls import ClientTls, ServerTls, ServiceTls, TlsError
 from strand.service.grpc_server import new_server, serve, set_serving
 from tests.support.tls import (
     CA,
@@ -150,3 +151,46 @@ def test_a_listener_with_files_that_cannot_work_does_not_start(tmp_path: Path) -
         await server.stop(None)
 
     asyncio.run(main())
+
+
+def test_the_health_service_alone_is_served_in_plaintext_on_its_own_port(
+        tmp_path: Path) -> None:
+    """The kubelet's gRPC probes cannot speak TLS: a service's plaintext health port
+    answers its health checks (the same servicer: NOT_SERVING once the service shuts
+    down), serves no other method, and closes when the server stops; the TLS port is
+    unchanged."""
+    certificate, private_key = service_files(tmp_path)
+    health_port = free_port()
+    tls = ServiceTls.from_files(certificate, private_key, CA, require_client_cert=True,
+                                plaintext_health_port=health_port)
+
+    async def main() -> None:
+        server, health = new_server(("storage node", tls))
+        port = await serve(server, "127.0.0.1:0", tls)
+        plaintext = f"127.0.0.1:{health_port}"
+        try:
+            await set_serving(health)
+            assert await _serving(plaintext)
+            # Mutual TLS on the service's port all the same.
+            assert await _check(f"127.0.0.1:{port}", None) is grpc.StatusCode.UNAVAILABLE
+            assert await _check(f"127.0.0.1:{port}", client_tls("client")) is None
+            async with open_aio_channel(plaintext) as channel:
+                other = channel.unary_unary("/strand.v1.Storage/Produce")
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await other(b"", timeout=3)
+            assert refused.value.code() is grpc.StatusCode.UNIMPLEMENTED
+            await health.enter_graceful_shutdown()
+            assert not await _serving(plaintext)
+        finally:
+            await server.stop(None)
+        await asyncio.sleep(0.1)  # the plaintext listener stops with the server
+        assert not port_open(health_port)
+
+    asyncio.run(main())
+
+
+async def _serving(address: str) -> bool:
+    async with open_aio_channel(address) as channel:
+        answer = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=3)
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)

@@ -43,12 +43,15 @@ def test_rpcs_are_counted_timed_and_traced() -> None:
         for scope in resource_metrics.scope_metrics:
             for metric in scope.metrics:
                 points.setdefault(metric.name, []).extend(metric.data.data_points)
-    calls = {(p.attributes["rpc.method"], p.attributes["rpc.status"]): p.value  # type: ignore[attr-defined]
-             for p in points["strand.rpc.server.calls"]}
-    assert calls == {("/grpc.health.v1.Health/Check", "OK"): 3,
-                     ("/grpc.health.v1.Health/Check", "ERROR"): 1}
-    durations = points["strand.rpc.server.duration"]
+    calls = {(p.attributes["request"], p.attributes["service"],  # type: ignore[attr-defined]
+              p.attributes["status"]): p.value  # type: ignore[attr-defined]
+             for p in points["strand.requests"]}
+    assert calls == {("Check", "grpc.health.v1.Health", "OK"): 3,
+                     ("Check", "grpc.health.v1.Health", "NOT_FOUND"): 1}
+    durations = points["strand.request.total_time"]
     assert sum(p.count for p in durations) == 4  # type: ignore[attr-defined]
+    # Seconds, in buckets made for them (not OpenTelemetry's millisecond defaults).
+    assert durations[0].explicit_bounds[0] == 0.0005  # type: ignore[attr-defined]
     from opentelemetry import trace
 
     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
@@ -60,7 +63,7 @@ def test_without_an_exporter_rpcs_are_counted_but_not_traced() -> None:
     """No span exporter (no OTEL_EXPORTER_OTLP_ENDPOINT): nobody would see the spans,
     so no tracing interceptor records one per call; the metrics stay."""
     interceptors = setup_telemetry("test", metric_readers=[InMemoryMetricReader()])
-    assert [type(i).__name__ for i in interceptors] == ["RpcMetricsInterceptor"]
+    assert [type(i).__name__ for i in interceptors] == ["RequestMetricsInterceptor"]
     with_spans = setup_telemetry("test", metric_readers=[InMemoryMetricReader()],
                                  span_exporter=InMemorySpanExporter())
-    assert len(with_spans) == 2 and type(with_spans[1]).__name__ == "RpcMetricsInterceptor"
+    assert len(with_spans) == 2 and type(with_spans[1]).__name__ == "RequestMetricsInterceptor"
