@@ -11,7 +11,7 @@ APT_PACKAGES := etcd-server
 # Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
 JAVA_PACKAGES := openjdk-17-jre-headless
 
-.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls bench-quotas
+.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls bench-quotas fuzz
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -34,6 +34,7 @@ help:
 	@echo "make mirror-demo - two local clusters, the mirror job copying a topic while it is written, the audit's report (REPORT_DIR=)"
 	@echo "make mirror-faults - the Spark mirror, exactly once while its driver and a target leader are killed (MIRROR_FAULT_RECORDS=100000), and the demo's check"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
+	@echo "make fuzz   - coverage-guided fuzzing of every decoder of outside input, 10.6 M inputs; JSON to FUZZ_JSON=bench/results/fuzz.json (FUZZ_RUNS=, FUZZ_LOG_RUNS=, FUZZ_JOBS=)"
 
 $(STAMP): pyproject.toml
 	@echo ">>> creating the Python virtual environment in $(VENV) and installing Strand with its dev tools"
@@ -126,7 +127,7 @@ test-fast: setup system-deps k8s-tools
 	@$(PY) -m pytest -q -m "not slow"
 
 lint: setup
-	@$(VENV)/bin/ruff check strand services operator bench tests k8s spark-on-k8s
+	@$(VENV)/bin/ruff check strand services operator bench fuzz tests k8s spark-on-k8s
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports --no-cache
 
@@ -202,6 +203,19 @@ bench-tls: setup system-deps
 QUOTA_JSON ?= bench/results/quota-bench.json
 bench-quotas: setup system-deps
 	@$(PY) bench/quota_bench.py --output $(QUOTA_JSON) $(if $(QUOTA_SECONDS),--seconds $(QUOTA_SECONDS))
+
+# Coverage-guided fuzzing (fuzz/, docs/fuzzing.md): each harness under libFuzzer for
+# FUZZ_RUNS inputs (the log recovery harness, which opens a partition directory per
+# input, for FUZZ_LOG_RUNS), FUZZ_JOBS at a time: 4 x 2.4 M + 1 M = 10.6 M inputs.
+# A finding (crash, hang, out of memory) fails it; its input stays in the work dir
+# printed. The test suite runs a short version (tests/fuzz).
+FUZZ_RUNS ?= 2400000
+FUZZ_LOG_RUNS ?= 1000000
+FUZZ_JOBS ?= 2
+FUZZ_JSON ?= bench/results/fuzz.json
+fuzz: setup
+	@$(PY) -m fuzz.run --runs $(FUZZ_RUNS) --runs-for log_recovery=$(FUZZ_LOG_RUNS) \
+		--jobs $(FUZZ_JOBS) --json $(FUZZ_JSON)
 
 # End-to-end throughput of two revisions in one run (bench/compare_revisions.py --help):
 # strand bench produce (acks=1, acks=all) and consume on a 12-partition RF 3 topic.

@@ -14,6 +14,8 @@ __all__ = [
     "CLUSTER_LABEL",
     "GROUP",
     "MANAGED_ANNOTATION",
+    "MAX_PARTITIONS",
+    "MAX_REPLICAS",
     "PAUSED_ANNOTATION",
     "PLURAL",
     "VERSION",
@@ -31,6 +33,10 @@ PLURAL = "topics"
 CLUSTER_LABEL = "strand.io/cluster"
 MANAGED_ANNOTATION = "strand.io/managed"
 PAUSED_ANNOTATION = "strand.io/paused"
+# The CRD's maxima (helm/strand/crds/topics.strand.io.yaml); 100,000 partitions is the
+# controller's limit too (services/controller/topic_rules.py).
+MAX_PARTITIONS = 100_000
+MAX_REPLICAS = 32_767
 
 
 class InvalidTopicSpec(ValueError):
@@ -79,10 +85,14 @@ def desired_topic(metadata_name: str, spec: Mapping[str, Any]) -> DesiredTopic:
     """
     name = topic_name(metadata_name, spec)
     partitions, replicas = spec.get("partitions"), spec.get("replicas")
-    for what, value in (("partitions", partitions), ("replicas", replicas)):
+    for what, value, most in (("partitions", partitions, MAX_PARTITIONS),
+                              ("replicas", replicas, MAX_REPLICAS)):
         if type(value) is not int or value < 1:
             raise InvalidTopicSpec("InvalidSpec",
                                    f"spec.{what} must be an integer of at least 1, got {value!r}")
+        if value > most:  # a placement would take the operator minutes, or forever
+            raise InvalidTopicSpec("InvalidSpec",
+                                   f"spec.{what} must be at most {most}, got {value}")
     assert isinstance(partitions, int) and isinstance(replicas, int)
     raw = spec.get("config") or {}
     if not isinstance(raw, Mapping):

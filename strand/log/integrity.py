@@ -40,8 +40,9 @@ from strand.records.compression import Compression
 
 # A scrub step reads at most this much of a segment at once (plus one batch larger).
 SCAN_CHUNK = 1 << 20
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
-_CHECKED_FIELDS = struct.Struct(">qiibIhi")
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# (skip to) recordCount
+_CHECKED_FIELDS = struct.Struct(">qiibIhi30xi")
 _MAX_CODEC = max(Compression)
 
 
@@ -98,11 +99,12 @@ def verify_batches(data: Buffer, min_offset: int = -1) -> Verified:
     while position < total:
         if total - position < HEADER_SIZE:
             return _bad(view, position, total, batches, next_offset)
-        base_offset, length, _, magic, stored_crc, attributes, last_offset_delta = unpack(
-            view, position)
+        (base_offset, length, _, magic, stored_crc, attributes, last_offset_delta,
+         record_count) = unpack(view, position)
         end = position + length + LOG_OVERHEAD
         if (magic != MAGIC or length + LOG_OVERHEAD < HEADER_SIZE or end > total
                 or attributes & COMPRESSION_MASK > _MAX_CODEC or last_offset_delta < 0
+                or record_count < 0
                 or crc(view[position + ATTRIBUTES_POS:end]) != stored_crc):
             return _bad(view, position, total, batches, next_offset)
         if base_offset < expected:

@@ -42,8 +42,8 @@ class LeaderEpochCache:
         path = directory / CHECKPOINT_FILE
         if not path.exists():
             return cls(path)
-        lines = path.read_text().split("\n")
         try:
+            lines = path.read_text().split("\n")  # UnicodeDecodeError is a ValueError
             if int(lines[0]) != _VERSION:
                 raise StorageError(f"{path}: unsupported version {lines[0]}")
             count = int(lines[1])

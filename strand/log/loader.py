@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from strand.errors import StorageError
+from strand.errors import CorruptRecordError, StorageError
 from strand.log.config import LogConfig
 from strand.log.files import (
     CLEANED_SUFFIX,
@@ -59,6 +59,12 @@ def _swap_next_offset(path: Path, base_offset: int) -> int:
         position = 0
         while size - position >= HEADER_SIZE:
             header = read_header(os.pread(f.fileno(), HEADER_SIZE, position))
+            if header.size_in_bytes < HEADER_SIZE or header.size_in_bytes > size - position:
+                # A damaged swap (a length of 0 would loop here forever): the segments
+                # it replaces may be gone already, so neither side can be trusted.
+                raise CorruptRecordError(
+                    f"{path.name}: batch at byte {position} declares "
+                    f"{header.size_in_bytes} bytes; the compaction swap is damaged")
             next_offset = header.next_offset
             position += header.size_in_bytes
     return next_offset

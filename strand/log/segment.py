@@ -192,6 +192,8 @@ class LogSegment:
                 return
             if header.base_offset < expected_min_offset:
                 return  # offsets must increase: anything else is garbage that happens to parse
+            if header.last_offset - self.base_offset > INT_MAX:
+                return  # past what the indexes address: no append ever put it here
             expected_min_offset = header.next_offset
             yield pos, header, memoryview(buf)[off : off + size]
             pos += size
@@ -203,6 +205,10 @@ class LogSegment:
         for _, header in self.headers_from(self.offset_index.last_position):
             if check_index and header.base_offset != self.offset_index.last_offset:
                 raise CorruptIndexError("offset index disagrees with the batch it points at")
+            if header.last_offset - self.base_offset > INT_MAX:
+                raise CorruptRecordError(
+                    f"batch at offset {header.base_offset} lies past what segment "
+                    f"{self.base_offset} can index")
             check_index = False
             next_offset = header.next_offset
         if self.size and self.rolling_base_timestamp is None:

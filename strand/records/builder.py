@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Sequence
 
@@ -216,8 +217,8 @@ class BatchBuilder:
         if self._compression != Compression.NONE:
             payload = compress(self._compression, payload)
         base_ts = self._base_timestamp if self._base_timestamp is not None else -1
-        header = bytearray(
-            HEADER.pack(
+        try:
+            packed = HEADER.pack(
                 self._base_offset,
                 HEADER_SIZE + len(payload) - LOG_OVERHEAD,
                 self._partition_leader_epoch,
@@ -232,7 +233,9 @@ class BatchBuilder:
                 self._base_sequence,
                 self._record_count,
             )
-        )
+        except struct.error as exc:  # e.g. a producer epoch from a request, past int16
+            raise InvalidRecordError(f"a batch header field is out of range: {exc}") from None
+        header = bytearray(packed)
         crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(header)[21:]))
         header[17:21] = crc.to_bytes(4, "big")
         return bytes(header) + payload

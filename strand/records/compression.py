@@ -127,6 +127,8 @@ def decompress(codec: Compression, data: Buffer) -> bytes:
 _FIRST_RATIO = 16
 _FIRST_SIZE = 64 << 10
 _GROWTH = 8
+# cramjam's error when the output buffer is too small (Rust's io::ErrorKind::WriteZero).
+_OUTPUT_FULL = "failed to write whole buffer"
 
 
 def decompress_bounded(codec: Compression, data: Buffer, limit: int) -> bytearray:
@@ -158,9 +160,10 @@ def decompress_bounded(codec: Compression, data: Buffer, limit: int) -> bytearra
             out = bytearray(size)
             try:
                 written = into(data, out)
-            except cramjam.DecompressionError:
-                # Either damaged or larger than ``out``: only the limit tells them apart.
-                if size >= limit:
+            except cramjam.DecompressionError as exc:
+                # Grow only when ``out`` filled up: damaged data fails at once instead
+                # of being retried into ever larger (up to ``limit``) zeroed buffers.
+                if size >= limit or _OUTPUT_FULL not in str(exc):
                     raise
                 size = min(limit, size * _GROWTH)
                 continue

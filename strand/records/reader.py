@@ -62,6 +62,12 @@ def iter_record_batches(buf: Buffer, *, validate: bool = True) -> Iterator[Recor
     total = len(view)
     while total - pos >= HEADER_SIZE:
         header = read_header(view, pos)
+        if header.size_in_bytes < HEADER_SIZE:
+            # Not a cut-off tail: a length that cannot frame a batch (and, negative,
+            # would move the walk backwards).
+            raise CorruptRecordError(
+                f"record batch at byte {pos} declares {header.size_in_bytes} bytes, "
+                f"less than its {HEADER_SIZE}-byte header")
         end = pos + header.size_in_bytes
         if end > total:
             break

@@ -123,6 +123,8 @@ class QuotaEntity:
     @classmethod
     def parse_key(cls, key: str) -> QuotaEntity:
         """The entity of ``key()``; InvalidQuotaError for anything ``key()`` never gives."""
+        if not key.isascii():  # key() escapes every other character
+            raise InvalidQuotaError(f"not a quota entity key: {key!r} (not ASCII)")
         pairs: list[tuple[str, str | None]] = []
         for part in key.split(","):
             kind, eq, text = part.partition("=")
