@@ -10,14 +10,24 @@ A produce request's bytes are known when it arrives, so it is metered then
 throttle to end are admitted one after the other, each seeing the bytes of the one
 before (metered only when answered, concurrent requests would all pass the check
 together and push the client past its quota in bursts, then below it). A fetch's
-bytes are known when it is answered (:meth:`Throttling.throttle`)."""
+bytes are known when it is answered (:meth:`Throttling.throttle`).
+
+The requests waiting on one meter's throttle take their turns in arrival order (a
+queue per meter, :class:`_Turns`), as Kafka serves a muted connection's requests in
+order once it unmutes. Left to the event loop's timers, the waiters woken together
+would pass in any order: a producer's pipelined batches of one partition would reach
+the storage node out of sequence (refused, resent and charged again), and a request
+could lose the draw again and again, held past its request and delivery timeouts
+however short each throttle. Each throttle is bounded (ClientQuotas.max_throttle_s),
+and an answer's ``throttle_time_ms`` is the throttle it was held for."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 from services.gateway.access import Caller
 from strand.security.quotas import (
@@ -39,6 +49,43 @@ class Admission:
     until: float = 0.0
 
 
+@dataclass(slots=True)
+class _Line:
+    """The requests queued on one meter: asyncio's Lock wakes its waiters first in,
+    first out, and lets no newcomer pass a waiter."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    queued: int = 0
+
+
+class _Turns:
+    """A first-in, first-out line per meter; a line is dropped once empty, so idle
+    clients cost nothing (and no lock outlives the event loop it was used on)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[Hashable, _Line] = {}
+
+    @asynccontextmanager
+    async def turn(self, key: Hashable) -> AsyncIterator[None]:
+        """Inside: this request's turn, every request queued before it on ``key``
+        having had its own."""
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = _Line()
+        line.queued += 1
+        try:
+            async with line.lock:
+                yield
+        finally:
+            line.queued -= 1
+            if line.queued == 0:
+                del self._lines[key]
+
+    def __len__(self) -> int:
+        """How many lines have requests in them."""
+        return len(self._lines)
+
+
 class Throttling:
     def __init__(self, store: QuotaStore, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
@@ -47,6 +94,7 @@ class Throttling:
         self.fetch = ClientQuotas(store, CONSUMER_BYTE_RATE, clock)
         # Request handling time (services.gateway.request_time).
         self.requests = ClientQuotas(store, REQUEST_PERCENTAGE, clock)
+        self.turns = _Turns()
 
     def _applies(self, caller: Caller | None) -> bool:
         return caller is not None and not caller.service and len(self.store) > 0
@@ -57,22 +105,36 @@ class Throttling:
         return (caller is not None and self._applies(caller) and self.store.resolve(
             caller.principal.name, caller.client_id, REQUEST_PERCENTAGE) is not None)
 
+    @asynccontextmanager
+    async def _turn(self, quotas: ClientQuotas, caller: Caller) -> AsyncIterator[None]:
+        """Inside: the caller's turn on its meter, in arrival order, its meter's last
+        throttle over (looked at again after each wait: a quota may have changed)."""
+        user, client_id = caller.principal.name, caller.client_id
+        meter = quotas.meter_of(user, client_id)
+        if meter is None:
+            yield
+            return
+        async with self.turns.turn((quotas.key, meter)):
+            while (wait := quotas.throttled_until(user, client_id) - self.clock()) > 0:
+                await asyncio.sleep(wait)
+            yield
+
     async def wait_turn(self, quotas: ClientQuotas, caller: Caller | None) -> None:
-        """Until the caller's last throttle is over (a request that comes early); looked
-        at again after each wait, since another request may have been throttled since."""
+        """Until the caller's turn: the requests that came before it on its meter
+        have had theirs, and its meter's last throttle is over."""
         if caller is None or not self._applies(caller):
             return
-        while (wait := quotas.throttled_until(caller.principal.name, caller.client_id)
-               - self.clock()) > 0:
-            await asyncio.sleep(wait)
+        async with self._turn(quotas, caller):
+            pass
 
     async def admit(self, quotas: ClientQuotas, caller: Caller | None,
                     amount: float) -> Admission:
-        """Wait the caller's turn, then meter ``amount`` now (see the module)."""
-        await self.wait_turn(quotas, caller)
+        """Wait the caller's turn, then meter ``amount`` at once, before the next
+        request's turn (see the module)."""
         if caller is None or not self._applies(caller):
             return Admission()
-        seconds = quotas.record(caller.principal.name, caller.client_id, amount)
+        async with self._turn(quotas, caller):
+            seconds = quotas.record(caller.principal.name, caller.client_id, amount)
         return Admission(seconds, self.clock() + seconds) if seconds > 0 else Admission()
 
     async def hold(self, admission: Admission) -> int:

@@ -18,7 +18,17 @@ are, and their number is bounded too (least recently used first), so a flood of
 client ids cannot grow memory; meters are keyed by the kind of the matched entity as
 well as Kafka's (user, client-id) tags, so a user named "" cannot share a meter with
 a client-id quota; quota values need only be positive and finite (Kafka's byte
-rates are integers). Not thread-safe: one event loop owns a ``ClientQuotas``.
+rates are integers). Every throttle is bounded (``ClientQuotas.max_throttle_s``):
+request time at one window, as Kafka's ClientRequestQuotaManager; byte rates at the
+meter's whole span, ``samples * window_s`` (Kafka leaves them unbounded), since the
+gateway holds a throttled answer (Kafka answers at once since KIP-219): a hold past
+the client's request timeout (30 s) would make it resend a written batch, charged
+again. A client still over its quota after a bounded throttle is throttled again on
+its next request; simulated, requests of up to a third of ``quota * samples *
+window_s`` each (18 MB at 5 MB/s) get Kafka's throttles exactly, larger ones a
+little more than their quota (1.2 times it at half that size, 1.5 at 0.9 of it;
+Kafka's forgetful windows already let them past: 1.15, 1.06). Not thread-safe: one
+event loop owns a ``ClientQuotas``.
 """
 
 from __future__ import annotations
@@ -376,7 +386,11 @@ class ClientQuotas:
     For REQUEST_PERCENTAGE the value is the request's handling time in ms, counted as
     Kafka's ClientRequestQuotaManager does as percent of one thread's second (ms / 10,
     Kafka's nanos * 100 / 1e9): the rate is in percent, compared with the quota itself
-    (100 = 1000 ms/s), and a throttle is at most one window (boundedThrottleTime)."""
+    (100 = 1000 ms/s).
+
+    Every throttle is Kafka's (``throttle_time`` over the rate's window size) bounded
+    by ``max_throttle_s`` (QuotaUtils.boundedThrottleTime): one window for request
+    time, as Kafka; the whole sampled span for byte rates (see the module)."""
 
     def __init__(self, store: QuotaStore, key: str,
                  clock: Callable[[], float] = time.monotonic, samples: int = 11,
@@ -389,7 +403,14 @@ class ClientQuotas:
         self.store, self.key, self.clock = store, key, clock
         self.samples, self.window_s = samples, window_s
         self.max_meters, self.idle_expiry_s = max_meters, idle_expiry_s
+        self.max_throttle_s = window_s if key == REQUEST_PERCENTAGE else samples * window_s
         self._meters: OrderedDict[_MeterId, _Meter] = OrderedDict()  # least recent first
+
+    def meter_of(self, user: str, client_id: str) -> _MeterId | None:
+        """The meter this user's client is metered on (clients on one meter share
+        its throttle); None if no quota applies to it."""
+        found = self._meter_id(user, client_id)
+        return None if found is None else found[0]
 
     def _meter_id(self, user: str, client_id: str) -> tuple[_MeterId, float] | None:
         found = self.store.resolve(user, client_id, self.key)
@@ -406,7 +427,8 @@ class ClientQuotas:
 
     def record(self, user: str, client_id: str, value: float) -> float:
         """Record what a request used; how long to throttle it, in seconds (0: within
-        its quota, or none applies). Recorded first, then checked, as Kafka does."""
+        its quota, or none applies; at most ``max_throttle_s``). Recorded first, then
+        checked, as Kafka does."""
         now = self.clock()
         self._expire(now)
         found = self._meter_id(user, client_id)
@@ -425,9 +447,8 @@ class ClientQuotas:
         amount = value / 10.0 if self.key == REQUEST_PERCENTAGE else value
         meter.rate.record(amount, now)
         rate = meter.rate.rate(now)
-        throttle = throttle_time(rate, quota, meter.rate.window_size(now))
-        if self.key == REQUEST_PERCENTAGE:
-            throttle = min(throttle, self.window_s)
+        throttle = min(throttle_time(rate, quota, meter.rate.window_size(now)),
+                       self.max_throttle_s)
         if throttle > 0:
             meter.throttled_until = max(meter.throttled_until, now + throttle)
         return throttle

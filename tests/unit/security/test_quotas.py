@@ -4,6 +4,8 @@ computations, throttle times, and ClientQuotas simulated with a fake clock."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -285,9 +287,9 @@ def test_quota_change_applies_at_once() -> None:
     assert quotas.throttled_until("alice", "zzz") == pytest.approx(1.0)
     store.put(E("alice"), QuotaValues(producer_byte_rate=2000.0))
     assert quotas.record("alice", "a", 0.0) == 0.0
-    store.put(E("alice"), QuotaValues(producer_byte_rate=500.0))
-    assert quotas.record("alice", "a", 0.0) == pytest.approx(12.0)
-    assert quotas.throttled_until("alice", "a") == pytest.approx(12.0)
+    store.put(E("alice"), QuotaValues(producer_byte_rate=550.0))
+    assert quotas.record("alice", "a", 0.0) == pytest.approx(10.0)  # 1100 B/s over 10 s
+    assert quotas.throttled_until("alice", "a") == pytest.approx(10.0)
     assert len(quotas) == 1
 
 
@@ -320,6 +322,61 @@ def test_request_percentage() -> None:
     assert quotas.record("u", "x", 5000.0) == 0.0  # 5 s of a thread over 10 s: 50 %
     assert quotas.record("u", "x", 200.0) == pytest.approx(0.4)  # 52 %: (52-50)/50 * 10 s
     assert quotas.record("u", "x", 1000.0) == 1.0  # 62 %: 2.4 s, at most one window
+
+
+@pytest.mark.parametrize(("key", "bound"), [(PRODUCER_BYTE_RATE, 11.0),
+                                            (CONSUMER_BYTE_RATE, 11.0),
+                                            (REQUEST_PERCENTAGE, 1.0)])
+def test_every_throttle_is_bounded_by_the_quota_window(key: str, bound: float) -> None:
+    """A burst far over quota * window after a long idle time (Kafka's throttle:
+    (22000 - 1000) / 1000 * 10 s = 210 s) is held at most the meter's whole span of
+    11 windows (request time: one window, as Kafka), and a client still over its
+    quota is throttled again on its next request, by the bound again."""
+    store, clock = QuotaStore(), Clock()
+    store.put(E(client_id="x"), QuotaValues(**{key: 1000.0}))
+    quotas = ClientQuotas(store, key, clock)
+    assert quotas.record("u", "x", 1.0) == 0.0
+    clock.now = 600.0  # idle: every window is dropped
+    burst = 220_000.0 * (10.0 if key == REQUEST_PERCENTAGE else 1.0)  # in ms: 10 ms = 1 %
+    assert quotas.record("u", "x", burst) == bound
+    assert quotas.throttled_until("u", "x") == 600.0 + bound
+    clock.now += bound / 2  # still far over (the burst is in the windows 11 s)
+    assert quotas.record("u", "x", 0.0) == bound == quotas.max_throttle_s
+
+
+def flat_out(request: float, bounded: bool) -> tuple[float, float]:
+    """A client sending ``request`` bytes as soon as its throttle ends, against 1000
+    B/s: its rate from 200 s to 2000 s and its longest throttle."""
+    store, clock = QuotaStore(), Clock()
+    store.put(E(client_id="x"), QuotaValues(producer_byte_rate=1000.0))
+    quotas = ClientQuotas(store, PRODUCER_BYTE_RATE, clock)
+    if not bounded:
+        quotas.max_throttle_s = math.inf  # Kafka's byte-rate throttle
+    sent, longest = 0.0, 0.0
+    while clock.now < 2000.0:
+        throttle = quotas.record("u", "x", request)
+        longest = max(longest, throttle)
+        sent += request if clock.now >= 200.0 else 0.0
+        clock.now += max(throttle, 0.001)
+    return sent / (clock.now - 200.0), longest
+
+
+def test_the_bound_leaves_requests_up_to_a_third_of_the_span_to_kafkas_throttle() -> None:
+    """Requests of 0.3 * quota * 11 s each: the bound never binds, the throttles and
+    the rate are Kafka's; at 0.9 of it the bound lets the rate past the quota."""
+    rate, longest = flat_out(0.3 * 1000.0 * 11, bounded=True)
+    assert longest < 11.0 and (rate, longest) == flat_out(0.3 * 1000.0 * 11, bounded=False)
+    assert rate == pytest.approx(1000.0, rel=0.1)
+    assert flat_out(0.9 * 1000.0 * 11, bounded=True)[0] == pytest.approx(1485.0, rel=0.05)
+
+
+def test_the_bound_follows_the_windows() -> None:
+    store, clock = QuotaStore(), Clock()
+    store.put(E(client_id="x"), QuotaValues(producer_byte_rate=1000.0))
+    quotas = ClientQuotas(store, PRODUCER_BYTE_RATE, clock, samples=5, window_s=2.0)
+    assert quotas.record("u", "x", 1e9) == 10.0  # 5 windows of 2 s
+    assert quotas.meter_of("u", "x") == quotas.meter_of("v", "x") is not None
+    assert quotas.meter_of("u", "y") is None
 
 
 def test_meter_expiry_and_bound() -> None:
