@@ -11,7 +11,7 @@ APT_PACKAGES := etcd-server
 # Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
 JAVA_PACKAGES := openjdk-17-jre-headless
 
-.PHONY: k8s-tools image spark-image setup system-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls bench-quotas fuzz
+.PHONY: k8s-tools image spark-image setup system-deps test-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls bench-quotas fuzz
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
@@ -119,11 +119,20 @@ run: setup system-deps
 demo-log: setup
 	@$(PY) -m strand.log.demo
 
-test: setup system-deps k8s-tools
+# Kafka's own tools the Kafka-listener tests run unchanged (kcat: librdkafka's CLI).
+TEST_APT_PACKAGES := kcat
+test-deps:
+	@if ! command -v kcat >/dev/null 2>&1; then \
+		echo ">>> installing Debian packages: $(TEST_APT_PACKAGES) (for the tests; apt-get; needs root or sudo)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT_PACKAGES); \
+	fi
+
+test: setup system-deps k8s-tools test-deps
 	@echo ">>> running the test suite"
 	@$(PY) -m pytest -q
 
-test-fast: setup system-deps k8s-tools
+test-fast: setup system-deps k8s-tools test-deps
 	@$(PY) -m pytest -q -m "not slow"
 
 lint: setup

@@ -44,6 +44,7 @@ CLUSTER_NAME = "dev"
 RACKS = ("a", "b", "c")
 ETCD_PORT = 2379  # etcd's and Kafka's usual ports, when they are free
 GATEWAY_PORT = 9092
+KAFKA_PORT = 9093  # the gateway's Kafka listener (9092, Kafka's own, is the gRPC API's)
 DETACHED = Launch(detached=True, env={})  # the user's environment as it is
 
 
@@ -72,6 +73,7 @@ class DevCluster:
     directory: Path
     gateway: str = ""
     etcd: str = ""
+    kafka: str = ""  # the gateway's Kafka listener (Kafka clients' bootstrap)
     cluster: str = CLUSTER_NAME
     storage: list[str] = field(default_factory=list)
     processes: list[ProcessInfo] = field(default_factory=list)
@@ -81,7 +83,8 @@ class DevCluster:
         return self.directory / CLUSTER_FILE
 
     def save(self) -> None:
-        data = {"gateway": self.gateway, "etcd": self.etcd, "cluster": self.cluster,
+        data = {"gateway": self.gateway, "etcd": self.etcd, "kafka": self.kafka,
+                "cluster": self.cluster,
                 "storage": self.storage, "processes": [asdict(p) for p in self.processes]}
         tmp = self.file.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
@@ -94,7 +97,8 @@ class DevCluster:
             return None
         raw = json.loads(path.read_text())
         return cls(directory, raw.get("gateway", ""), raw.get("etcd", ""),
-                   raw.get("cluster", CLUSTER_NAME), list(raw.get("storage", [])),
+                   raw.get("kafka", ""), raw.get("cluster", CLUSTER_NAME),
+                   list(raw.get("storage", [])),
                    [ProcessInfo(**{**p, "args": tuple(p.get("args", ()))})
                     for p in raw.get("processes", [])])
 
@@ -156,14 +160,16 @@ def forget(directory: Path) -> None:
 def spec(directory: Path, storage_nodes: int = 3, controllers: int = 2,
          lease_ttl: int | None = None, launch: Launch = DETACHED) -> ClusterSpec:
     """The dev cluster's shape: ``controllers`` controllers, ``storage_nodes`` storage
-    nodes on racks a, b, c, a gateway (port 9092 when free), a group coordinator and a
-    transaction coordinator, every service spawned at once; ``lease_ttl`` (seconds)
-    overrides the services' default: how fast a dead process is noticed."""
+    nodes on racks a, b, c, a gateway (port 9092 when free; its Kafka listener on 9093
+    when free), a group coordinator and a transaction coordinator, every service
+    spawned at once; ``lease_ttl`` (seconds) overrides the services' default: how fast
+    a dead process is noticed."""
     return ClusterSpec(directory, name=CLUSTER_NAME, controllers=controllers,
                        storage_nodes=storage_nodes, coordinators=1, txn_coordinators=1,
                        racks=RACKS,
                        lease_ttl=lease_ttl, data_dir="storage-{node}", etcd_port=ETCD_PORT,
-                       gateway_port=GATEWAY_PORT, boot=Boot.ALL_AT_ONCE, launch=launch)
+                       gateway_port=GATEWAY_PORT, kafka_port=KAFKA_PORT, boot=Boot.ALL_AT_ONCE,
+                       launch=launch)
 
 
 def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
@@ -182,6 +188,7 @@ def up(directory: Path, storage_nodes: int = 3, controllers: int = 2,
         raise DevClusterError(str(exc)) from None
     cluster = Cluster(spec(directory, storage_nodes, controllers, lease_ttl))
     record = DevCluster(directory, cluster.bootstrap, cluster.etcd.endpoint,
+                        cluster.kafka_bootstrap if cluster.spec.tls is None else "",
                         storage=[node.address for node in cluster.storage])
 
     def spawned(process: Process) -> None:  # recorded at once: `down` finds it

@@ -6,6 +6,8 @@ import argparse
 import os
 
 from services.gateway.access import SecuritySettings
+from services.gateway.kafka.framing import DEFAULT_MAX_REQUEST_BYTES
+from services.gateway.kafka.listener import KafkaListenerSettings
 from services.gateway.server import (
     ENTRIES_FLAG,
     MAX_PARTITION_ENTRIES,
@@ -67,6 +69,45 @@ def _security(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Secu
         session_lifetime_s=args.session_lifetime)
 
 
+def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "Kafka protocol", "a listener speaking Kafka's own protocol, for unchanged Kafka "
+        "clients and tools (docs/kafka.md)")
+    group.add_argument("--kafka-listen", default=env("STRAND_KAFKA_LISTEN", ""),
+                       metavar="HOST:PORT",
+                       help="serve Kafka's protocol here (default: off; e.g. 0.0.0.0:9093)")
+    group.add_argument("--kafka-advertise", default=env("STRAND_KAFKA_ADVERTISE", ""),
+                       metavar="HOST:PORT",
+                       help="the address Kafka clients are told to connect to: every "
+                            "gateway's, e.g. the Service in front of them (default: "
+                            "--kafka-listen, unless that binds every interface)")
+    group.add_argument("--kafka-max-request-bytes", type=int,
+                       default=int(env("STRAND_KAFKA_MAX_REQUEST_BYTES",
+                                       str(DEFAULT_MAX_REQUEST_BYTES))),
+                       help="the largest Kafka request accepted; a larger one closes its "
+                            "connection (Kafka's socket.request.max.bytes)")
+
+
+def _kafka(parser: argparse.ArgumentParser, args: argparse.Namespace,
+           tls: object) -> KafkaListenerSettings | None:
+    if not args.kafka_listen:
+        if args.kafka_advertise:
+            parser.error("--kafka-advertise needs --kafka-listen")
+        return None
+    if tls is not None:
+        parser.error("--kafka-listen serves plaintext only, and this gateway serves TLS: "
+                     "leave the Kafka listener off (TLS on it is not supported yet)")
+    try:
+        return KafkaListenerSettings(args.kafka_listen,
+                                     args.kafka_advertise or args.kafka_listen,
+                                     args.kafka_max_request_bytes)
+    except ValueError as exc:
+        hint = ("" if args.kafka_advertise else
+                " (--kafka-listen binds every interface: set --kafka-advertise)")
+        parser.error(f"{exc}{hint}")
+
+
 def parse_args(argv: list[str] | None = None) -> GatewaySettings:
     parser = new_parser("strand-gateway", __doc__, "127.0.0.1:9092", advertise_for=None)
     parser.add_argument(
@@ -74,14 +115,17 @@ def parse_args(argv: list[str] | None = None) -> GatewaySettings:
         default=int(os.environ.get(ENTRIES_FLAG[1], str(MAX_PARTITION_ENTRIES))),
         help="partition entries one Produce, Fetch or ListOffsets request may hold")
     _add_security_arguments(parser)
+    _add_kafka_arguments(parser)
     args = parser.parse_args(argv)
     if args.max_partition_entries < 1:
         parser.error(f"{ENTRIES_FLAG[0]} must be at least 1")
+    tls = service_tls(parser, args)
     return GatewaySettings(
         etcd_endpoints=etcd_endpoints(args.etcd),
         cluster=args.cluster, listen=args.listen, metrics_port=args.metrics_port,
-        tls=service_tls(parser, args), etcd_tls=etcd_tls(parser, args),
-        max_partition_entries=args.max_partition_entries, security=_security(parser, args))
+        tls=tls, etcd_tls=etcd_tls(parser, args),
+        max_partition_entries=args.max_partition_entries, security=_security(parser, args),
+        kafka=_kafka(parser, args, tls))
 
 
 def main(argv: list[str] | None = None) -> None:

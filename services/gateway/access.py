@@ -140,6 +140,7 @@ TOPIC_OPERATIONS: dict[str, Operation] = {
     "Produce": Operation.WRITE,
     "Fetch": Operation.READ,
     "ListOffsets": Operation.DESCRIBE,
+    "OffsetForLeaderEpoch": Operation.DESCRIBE,
     "Metadata": Operation.DESCRIBE,
     "DescribeConfigs": Operation.DESCRIBE_CONFIGS,
     "DeleteTopics": Operation.DELETE,

@@ -1,10 +1,10 @@
 """The gateway process: strand.v1.Gateway ↔ storage nodes and the active controller.
 
 Stateless: metadata comes from an etcd watch, so any number of gateways can run.
-Produce, fetch and list-offsets requests are split per leader node and forwarded
-concurrently, one call per node (:mod:`services.gateway.scatter`); group calls go to
-the group's coordinator, topic admin to the active controller; metadata and topic
-configs are answered from the local cache.
+Produce, fetch, list-offsets and offset-for-leader-epoch requests are split per leader
+node and forwarded concurrently, one call per node (:mod:`services.gateway.scatter`);
+group calls go to the group's coordinator, topic admin to the active controller;
+metadata and topic configs are answered from the local cache.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import grpc
 from services.gateway.access import CALLER, AccessControl, SecuritySettings
 from services.gateway.authenticator import Authenticator
 from services.gateway.coordinators import ShardRouter, peer_host
+from services.gateway.kafka.listener import KafkaListener, KafkaListenerSettings
 from services.gateway.principals import PrincipalInterceptor
 from services.gateway.request_time import RequestTimeInterceptor
 from services.gateway.scatter import NodeUnavailable, ScatterGather
@@ -65,6 +66,7 @@ class GatewaySettings:
     etcd_tls: ClientTls | None = None  # None: plaintext to etcd
     max_partition_entries: int = MAX_PARTITION_ENTRIES
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    kafka: KafkaListenerSettings | None = None  # None: no Kafka-protocol listener
 
 
 def _unavailable(address: str, exc: grpc.aio.AioRpcError) -> NodeUnavailable:
@@ -121,6 +123,13 @@ def _offsets_error(partition: int, code: ErrorCode,
     return pb.PartitionListOffsetsResponse(partition=partition, error_code=_code(code),
                                            error_message=message, offset=-1, timestamp=-1,
                                            leader_epoch=-1)
+
+
+def _epoch_end_error(partition: int, code: ErrorCode,
+                     message: str) -> pb.PartitionOffsetForLeaderEpochResponse:
+    return pb.PartitionOffsetForLeaderEpochResponse(
+        partition=partition, error_code=_code(code), error_message=message, leader_epoch=-1,
+        end_offset=-1)
 
 
 # -- forwarded calls: consumer groups, topic admin ---------------------------------------------
@@ -241,6 +250,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             split=_splitter(pb.TopicListOffsets),
             respond=_responder(pb.ListOffsetsResponse, pb.TopicListOffsetsResponse),
             error=_offsets_error)
+        self.epoch_ends: ScatterGather[
+            pb.OffsetForLeaderEpochRequest, pb.OffsetForLeaderEpochResponse,
+            pb.PartitionOffsetForLeaderEpochResponse
+        ] = ScatterGather(
+            send=lambda address, request: self._to_storage(
+                "OffsetForLeaderEpoch", address, request, 30),
+            split=_splitter(pb.TopicOffsetForLeaderEpoch),
+            respond=_responder(pb.OffsetForLeaderEpochResponse,
+                               pb.TopicOffsetForLeaderEpochResponse),
+            error=_epoch_end_error)
 
     # -- consumer groups (forwarded to the coordinator of the group's shard) ------------------
 
@@ -364,6 +383,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         await self._bounded("ListOffsets", _entries(request), context)
         return await self.list_offsets.call(self.cache, request,
                                             self._topic_refusal("ListOffsets"))
+
+    async def OffsetForLeaderEpoch(self, request: pb.OffsetForLeaderEpochRequest,
+                                   context: grpc.aio.ServicerContext
+                                   ) -> pb.OffsetForLeaderEpochResponse:
+        await self._bounded("OffsetForLeaderEpoch", _entries(request), context)
+        return await self.epoch_ends.call(self.cache, request,
+                                          self._topic_refusal("OffsetForLeaderEpoch"))
 
     async def _bounded(self, method: str, entries: int,
                        context: grpc.aio.ServicerContext) -> None:
@@ -634,11 +660,17 @@ class GatewayProcess:
             RequestTimeInterceptor(servicer.throttling)))
         gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server)
         await serve(server, self.settings.listen, self.settings.tls)
+        kafka = (KafkaListener(servicer, self.settings.kafka)
+                 if self.settings.kafka is not None else None)
+        if kafka is not None:
+            await kafka.start()
         await set_serving(health_servicer)
         log.info("gateway serving", extra={"listen": self.settings.listen})
         try:
             await self._stopping.wait()
         finally:
+            if kafka is not None:
+                await kafka.close()
             await server.stop(grace=2)
             await channels.close()
             await watcher.stop()

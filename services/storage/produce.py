@@ -79,6 +79,8 @@ class PartitionAppend:
     # control batches a leader takes; CLIENT: a producer's batches.
     origin: AppendOrigin = AppendOrigin.CLIENT
     transactional_id: str = ""  # the producer's, for a transactional request
+    # A marker's: the producer's next transaction, under this epoch, is open here.
+    next_producer_epoch: int | None = None
 
 
 @dataclass(slots=True)
@@ -159,16 +161,19 @@ class Appender:
                             self.metrics.appended(request.topic, info.record_count,
                                                   info.size_bytes)
                     if request.origin is AppendOrigin.COORDINATOR:
+                        _confirm_next_transaction(replica, request, epoch)
                         replica.marker_arrivals.appended()
             finally:
                 if turn is not None:
                     replica.producer_turns.passed(turn)
             if acks == -1:  # a retry too: its first attempt may not be replicated yet
                 await _await_replication(replica, info.last_offset + 1, wait_s)
-                trace.get_current_span().add_event("replicated", {
-                    "strand.high_watermark": replica.log.high_watermark,
-                    "strand.isr": list(replica.leader_state.isr) if replica.leader_state
-                    else []})
+                span = trace.get_current_span()
+                if span.is_recording():  # the attributes cost a list per append
+                    span.add_event("replicated", {
+                        "strand.high_watermark": replica.log.high_watermark,
+                        "strand.isr": list(replica.leader_state.isr) if replica.leader_state
+                        else []})
         except Exception as exc:
             if replica is not None:
                 self.manager.storage_failed(replica, exc)
@@ -202,6 +207,9 @@ class Appender:
         # while the question is out invalidates the answer. Shared by the producer's
         # requests verified at once, so that a later one does not void an earlier one.
         guard = replica.verified_txns.get(writer.producer_id)
+        if (guard is not None and guard.epoch == writer.producer_epoch
+                and guard.confirmed_in == replica.record.leader_epoch):
+            return guard  # the previous transaction's marker brought the answer
         if guard is None or guard.epoch != writer.producer_epoch:
             guard = VerificationGuard(writer.producer_epoch)
             replica.verified_txns[writer.producer_id] = guard
@@ -239,6 +247,27 @@ def _check_verified(replica: Replica, request: PartitionAppend, writer: TxnWrite
             f"{writer.producer_id} (epoch {writer.producer_epoch}) ended while this write "
             "was being verified; it is not part of an open transaction here: abort the "
             "transaction and begin a new one")
+
+
+def _confirm_next_transaction(replica: Replica, marker: PartitionAppend,
+                              leader_epoch: int) -> None:
+    """A marker that says the producer's next transaction is open and has this
+    partition (the coordinator wrote it first) stands for the coordinator's answer to
+    that transaction's first write here (see VerificationGuard)."""
+    if marker.next_producer_epoch is None:
+        return
+    header = read_header(memoryview(marker.records), 0)
+    if marker.next_producer_epoch <= header.producer_epoch:
+        return
+    latest = replica.log.producer_epoch(header.producer_id)
+    if latest is not None and latest >= marker.next_producer_epoch:
+        return  # that transaction wrote here already (verified by asking)
+    guard = replica.verified_txns.get(header.producer_id)
+    if guard is not None and guard.epoch == marker.next_producer_epoch:
+        guard.confirmed_in = leader_epoch  # a write asking meanwhile keeps its token
+        return
+    replica.verified_txns[header.producer_id] = VerificationGuard(
+        marker.next_producer_epoch, confirmed_in=leader_epoch)
 
 
 async def _hold_for_previous_marker(replica: Replica, request: PartitionAppend,

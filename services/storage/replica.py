@@ -25,13 +25,20 @@ class VerificationGuard:
     """One producer's pending KIP-890 verification on a replica (Kafka's
     VerificationGuard). The requests of its epoch that are verified at once share it
     (a producer pipelines several batches to a partition): one request's question
-    must not void another's answer. ``holders`` counts those not yet refused."""
+    must not void another's answer. ``holders`` counts those not yet refused.
 
-    __slots__ = ("epoch", "holders")
+    ``confirmed_in``: set when no question is needed — the marker that ended the
+    producer's previous transaction here carried the coordinator's word that the
+    transaction of ``epoch`` is open and has this partition; valid in that leader
+    epoch only (a leader that lost the partition meanwhile may have missed the
+    transaction's end)."""
 
-    def __init__(self, epoch: int) -> None:
+    __slots__ = ("confirmed_in", "epoch", "holders")
+
+    def __init__(self, epoch: int, confirmed_in: int | None = None) -> None:
         self.epoch = epoch
         self.holders = 0
+        self.confirmed_in = confirmed_in
 
 
 class Replica:

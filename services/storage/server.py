@@ -23,6 +23,7 @@ import grpc
 
 from services.storage.broker_metrics import BrokerMetrics
 from services.storage.disk import DiskExecutor
+from services.storage.epoch_offsets import EpochEndAnswer, EpochEndLookup, EpochEndQuery
 from services.storage.fetch import Fetcher
 from services.storage.fetch_params import FetchedPartition, FetchParams, PartitionFetch
 from services.storage.isr import IsrManager
@@ -53,7 +54,8 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = "strand.v1.Storage"
 T = TypeVar("T")
-Response = TypeVar("Response", pb.ProduceResponse, pb.FetchResponse, pb.ListOffsetsResponse)
+Response = TypeVar("Response", pb.ProduceResponse, pb.FetchResponse, pb.ListOffsetsResponse,
+                    pb.OffsetForLeaderEpochResponse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +96,10 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
     """Translates protobuf requests into domain calls and domain results back."""
 
     def __init__(self, appender: Appender, fetcher: Fetcher, offsets: OffsetLookup,
-                 producers: ProducerLookup, metrics: BrokerMetrics | None = None) -> None:
+                 producers: ProducerLookup, epoch_ends: EpochEndLookup,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.appender = appender
+        self.epoch_ends = epoch_ends
         self.metrics = metrics
         self.fetcher = fetcher
         self.offsets = offsets
@@ -134,12 +138,24 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
             queries, request.isolation_level == pb.READ_COMMITTED)
         return _per_topic(pb.ListOffsetsResponse(), request.topics, answers, _add_offset_answer)
 
+    async def OffsetForLeaderEpoch(self, request: pb.OffsetForLeaderEpochRequest,
+                                   context: grpc.aio.ServicerContext
+                                   ) -> pb.OffsetForLeaderEpochResponse:
+        queries = [EpochEndQuery(topic.topic, p.partition, p.current_leader_epoch,
+                                 p.leader_epoch)
+                   for topic in request.topics for p in topic.partitions]
+        answers = await self.epoch_ends.end_offsets(queries)
+        return _per_topic(pb.OffsetForLeaderEpochResponse(), request.topics, answers,
+                          _add_epoch_end)
+
     async def WriteTxnMarkers(self, request: storage_pb2.WriteTxnMarkersRequest,
                               context: grpc.aio.ServicerContext
                               ) -> storage_pb2.WriteTxnMarkersResponse:
         markers = [TxnMarker(m.producer_id, m.producer_epoch, m.committed,
                              m.coordinator_epoch,
-                             [(t.topic, p) for t in m.topics for p in t.partitions])
+                             [(t.topic, p) for t in m.topics for p in t.partitions],
+                             m.next_producer_epoch if m.HasField("next_producer_epoch")
+                             else None)
                    for m in request.markers]
         outcomes = await self.markers.write(markers, request.timeout_ms or 30_000)
         response = storage_pb2.WriteTxnMarkersResponse()
@@ -223,6 +239,13 @@ def _add_offset_answer(partitions: Any, answer: OffsetAnswer) -> None:
         leader_epoch=answer.leader_epoch)
 
 
+def _add_epoch_end(partitions: Any, answer: EpochEndAnswer) -> None:
+    partitions.add(
+        partition=answer.partition, error_code=answer.error_code,
+        error_message=answer.error_message, leader_epoch=answer.leader_epoch,
+        end_offset=answer.end_offset)
+
+
 def _add_replica_fetched(partitions: Any, result: FetchedPartition) -> None:
     out = partitions.add(
         topic=result.topic, partition=result.partition,
@@ -278,7 +301,8 @@ class StorageProcess:
         storage_pb2_grpc.add_StorageServicer_to_server(StorageServicer(
             Appender(manager, disk, _txn_verifier(settings, peers), broker_metrics),
             Fetcher(manager, disk, isr, repairs),
-            OffsetLookup(manager, disk), ProducerLookup(manager, disk), broker_metrics), server)
+            OffsetLookup(manager, disk), ProducerLookup(manager, disk),
+            EpochEndLookup(manager, disk), broker_metrics), server)
         maintenance_task: asyncio.Task[None] | None = None
         scrub_task: asyncio.Task[None] | None = None
         isr_task: asyncio.Task[None] | None = None

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.storage.produce import Appender, PartitionAppend
+from strand.errors import StrandError
 from strand.log.producer_state import AppendOrigin
 from strand.records.control import ControlType, build_end_txn_marker
 
@@ -30,6 +31,9 @@ class TxnMarker:
     committed: bool
     coordinator_epoch: int
     partitions: Sequence[tuple[str, int]]  # (topic, partition), in request order
+    # The producer's next transaction is open on these partitions under this epoch
+    # (the coordinator's word: its first writes need no verification).
+    next_producer_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +55,16 @@ class MarkerWriter:
         return list(await asyncio.gather(*(self._write(m, timeout_ms) for m in markers)))
 
     async def _write(self, marker: TxnMarker, timeout_ms: int) -> list[MarkerOutcome]:
-        batch = build_end_txn_marker(
-            ControlType.COMMIT if marker.committed else ControlType.ABORT,
-            producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-            coordinator_epoch=marker.coordinator_epoch)
-        appends = [PartitionAppend(topic, partition, batch, AppendOrigin.COORDINATOR)
+        try:
+            batch = build_end_txn_marker(
+                ControlType.COMMIT if marker.committed else ControlType.ABORT,
+                producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                coordinator_epoch=marker.coordinator_epoch)
+        except StrandError as exc:  # out of the on-disk fields' range: this marker only
+            return [MarkerOutcome(topic, partition, exc.code, f"{topic}-{partition}: {exc}")
+                    for topic, partition in marker.partitions]
+        appends = [PartitionAppend(topic, partition, batch, AppendOrigin.COORDINATOR,
+                                   next_producer_epoch=marker.next_producer_epoch)
                    for topic, partition in marker.partitions]
         results = await self.appender.append(-1, appends, timeout_ms)
         return [MarkerOutcome(r.topic, r.partition, r.error_code, r.error_message)

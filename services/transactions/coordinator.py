@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 
 from services.transactions.markers import MarkerWriter
 from services.transactions.txn_metadata import (
+    Completion,
     TopicPartition,
     TransactionMetadata,
     TxnTransit,
@@ -59,6 +60,7 @@ from services.transactions.txn_store import (
 )
 from strand.coordination.shard_log import ShardLog
 from strand.coordination.shards import GROUP_TOPIC, TRANSACTION_TOPIC
+from strand.coordination.txn_verifier import OpenedNext
 from strand.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
@@ -87,6 +89,15 @@ COMPLETION_WAIT_S = 2.0
 # it (they then share one write).
 COMPLETION_HOLD_S = 0.005
 PENDING_POLL_S = 0.002  # a completion waiting for another change's write to land
+
+
+def _opened_next(metadata: TransactionMetadata, ended: Completion) -> OpenedNext | None:
+    """The producer's next transaction when it is already open (written) under the
+    same producer id: the markers of ``ended`` tell its partitions' leaders so."""
+    if (metadata.state is TxnState.ONGOING and metadata.producer_id == ended.producer_id
+            and metadata.producer_epoch == ended.producer_epoch + 1):
+        return OpenedNext(metadata.producer_epoch, metadata.partitions)
+    return None
 
 
 def wall_ms() -> int:
@@ -251,11 +262,12 @@ class TxnShardCoordinator:
         if ended is None:
             return
         partitions = sorted(ended.partitions)
+        opened = _opened_next(metadata, ended)
         while True:
             try:
                 await self.markers.write_markers(ended.producer_id, ended.producer_epoch,
                                                  self.coordinator_epoch, ended.commit,
-                                                 partitions)
+                                                 partitions, opened)
                 break
             except Exception as exc:
                 log.warning("could not write transaction markers; retrying", extra={
@@ -399,21 +411,24 @@ class TxnShardCoordinator:
                                   [offsets_partition(group_id, shards)], offsets=True)
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
-                      commit: bool) -> ProducerIdAndEpoch:
-        """Returns the producer id and epoch of the id's next transaction."""
+                      commit: bool, opens: Collection[TopicPartition] = (),
+                      keep_epoch: bool = False) -> ProducerIdAndEpoch:
+        """Returns the producer id and epoch of the id's next transaction, and whether
+        it is open already (``opens``: its partitions, see txn_requests.end_txn)."""
         metadata = self.store.get(transactional_id)
         if metadata is not None and metadata.completing is not None:
             await self._previous_completed(transactional_id)  # one completion at a time
             metadata = self.store.get(transactional_id)
         rotated = await self._spare_producer_id(
-            transactional_id,
-            metadata is not None and epoch_exhausted(metadata.producer_epoch + 1))
+            transactional_id, not keep_epoch and metadata is not None
+            and epoch_exhausted(metadata.producer_epoch + 1))
         transit = end_txn(metadata, transactional_id, producer_id, epoch, commit, self.clock(),
-                          new_producer_id=rotated)
+                          new_producer_id=rotated, opens=opens, keep_epoch=keep_epoch)
         assert metadata is not None
         if transit is not None:
             await self._end(metadata, transit)
-        return ProducerIdAndEpoch(metadata.producer_id, metadata.producer_epoch)
+        return ProducerIdAndEpoch(metadata.producer_id, metadata.producer_epoch,
+                                  bool(opens) and metadata.state is TxnState.ONGOING)
 
     def list_transactions(self, states: Collection[str], producer_ids: Collection[int],
                           min_duration_ms: int) -> TransactionListing:

@@ -21,6 +21,7 @@ from services.transactions.txn_metadata import TopicPartition
 from strand.cluster.group_calls import GroupOffsetsCompleter
 from strand.cluster.storage_calls import MarkerError, StorageMarkerWriter
 from strand.coordination.shards import GROUP_TOPIC
+from strand.coordination.txn_verifier import OpenedNext
 from strand.errors import ErrorCode, error_for
 
 __all__ = ["LeaderMarkerWriter"]
@@ -33,13 +34,14 @@ class LeaderMarkerWriter:
 
     async def write_markers(self, producer_id: int, producer_epoch: int,
                             coordinator_epoch: int, commit: bool,
-                            partitions: Collection[TopicPartition]) -> None:
+                            partitions: Collection[TopicPartition],
+                            opened: OpenedNext | None = None) -> None:
         offsets = [tp for tp in partitions if tp[0] == GROUP_TOPIC]
         data = [tp for tp in partitions if tp[0] != GROUP_TOPIC]
         answers: dict[TopicPartition, MarkerError] = {}
         for part in await asyncio.gather(
                 self.writer.write_markers(producer_id, producer_epoch, coordinator_epoch,
-                                          commit, data) if data else _nothing(),
+                                          commit, data, opened) if data else _nothing(),
                 self.groups.complete(producer_id, producer_epoch, coordinator_epoch,
                                      commit, offsets) if offsets else _nothing()):
             answers.update(part)

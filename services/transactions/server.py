@@ -182,9 +182,12 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         async def work() -> None:
             following = await self.served.for_key(request.transactional_id).end_txn(
                 request.transactional_id, request.producer_id, request.producer_epoch,
-                request.committed)
+                request.committed,
+                [(t.topic, p) for t in request.next_topics for p in t.partitions],
+                keep_epoch=request.keep_epoch)
             response.producer_id = following.producer_id
             response.producer_epoch = following.epoch
+            response.next_opened = following.opened
 
         await answered(response, work)
         return response

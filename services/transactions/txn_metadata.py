@@ -118,6 +118,10 @@ class TransactionMetadata:
     partitions: frozenset[TopicPartition] = frozenset()
     start_ms: int = -1
     completing: Completion | None = None
+    # The transaction the last client end decided, kept in memory once its markers
+    # are written: a repeated EndTxn (its answer lost) is still answered with that
+    # outcome when the end opened the next transaction (see prepare_end).
+    last_ended: Completion | None = None
     pending_state: TxnState | None = None
     # The pending PrepareAbort fences: it carries the bumped epoch (see the docstring).
     pending_fence: bool = field(default=False)
@@ -240,12 +244,22 @@ class TransactionMetadata:
                              self.partitions, self.start_ms, now_ms)
 
     def prepare_end(self, commit: bool, now_ms: int,
-                    new_producer_id: int | None = None) -> TxnTransit:
+                    new_producer_id: int | None = None,
+                    opens: frozenset[TopicPartition] = frozenset(),
+                    keep_epoch: bool = False) -> TxnTransit:
         """Ongoing -> PrepareCommit / PrepareAbort. A client's end moves the id to the
         next epoch, or to ``new_producer_id`` at epoch 0 once the epochs run out, and
         keeps the transaction as the Completion (see the module doc). A fence, once
         prepared, turns into its PrepareAbort here (see
-        :func:`~services.transactions.txn_requests.end_txn`), under the bumped epoch."""
+        :func:`~services.transactions.txn_requests.end_txn`), under the bumped epoch.
+
+        ``opens``: the client's end also begins its next transaction with these
+        partitions: Ongoing -> Ongoing under the next epoch, with the Completion — the
+        record Prepare* -> Ongoing would leave, in one write instead of two.
+
+        ``keep_epoch``: Kafka's transaction version 1 (a Kafka client's EndTxn before
+        v5): Prepare* under the same producer id and epoch, without a Completion (the
+        markers carry that epoch); the next transaction waits for them."""
         fencing = self.pending_state is TxnState.PREPARE_EPOCH_FENCE
         if fencing and commit:
             raise IllegalTransitionError(f"{self.transactional_id!r}: a fence only aborts")
@@ -268,7 +282,18 @@ class TransactionMetadata:
             producer_id, epoch = new_producer_id, 0
         else:
             producer_id, epoch = self.producer_id, self.producer_epoch + 1
+        if keep_epoch:
+            if opens:
+                raise IllegalTransitionError(
+                    f"{self.transactional_id!r}: an end that keeps the epoch opens nothing")
+            return self._prepare(target, self.producer_id, self.last_producer_id,
+                                 self.producer_epoch, self.last_producer_epoch,
+                                 self.timeout_ms, self.partitions, self.start_ms, now_ms)
         ended = self._ending(commit)
+        if opens:
+            return self._prepare(TxnState.ONGOING, producer_id, self.producer_id, epoch,
+                                 self.producer_epoch, self.timeout_ms, opens, now_ms, now_ms,
+                                 ended)
         return self._prepare(target, producer_id, self.producer_id, epoch, self.producer_epoch,
                              self.timeout_ms, self.partitions, self.start_ms, now_ms, ended)
 
@@ -326,6 +351,8 @@ class TransactionMetadata:
                     or (transit.producer_epoch == 0 and transit.producer_id != self.producer_id))
             if (not (same_producer or bump) or transit.partitions or transit.start_ms != -1):
                 self._refuse(transit, "not an epoch bump of an empty transaction")
+        elif target is TxnState.ONGOING and self._ends_and_begins(transit):
+            pass
         elif target is TxnState.ONGOING:
             if not same_producer or transit.timeout_ms != self.timeout_ms:
                 self._refuse(transit, "not the same producer adding partitions")
@@ -346,7 +373,12 @@ class TransactionMetadata:
             ends = (transit.completing == ended and next_epoch
                     and transit.last_producer_id == self.producer_id
                     and transit.last_producer_epoch == self.producer_epoch)
-            if ((not ends and not fenced) or transit.partitions != self.partitions
+            kept = (not self.pending_fence and transit.completing is None
+                    and (transit.producer_id, transit.producer_epoch, transit.last_producer_id,
+                         transit.last_producer_epoch) == (
+                        self.producer_id, self.producer_epoch, self.last_producer_id,
+                        self.last_producer_epoch))
+            if ((not ends and not fenced and not kept) or transit.partitions != self.partitions
                     or transit.timeout_ms != self.timeout_ms
                     or transit.start_ms != self.start_ms):
                 self._refuse(transit, "not the open transaction ending")
@@ -365,10 +397,30 @@ class TransactionMetadata:
         self.partitions = transit.partitions
         self.start_ms = transit.start_ms
         self.last_update_ms = transit.last_update_ms
+        if self.completing is not None and transit.completing is None:
+            self.last_ended = self.completing  # its markers are written
+        elif target is not TxnState.ONGOING:
+            self.last_ended = None
         self.completing = transit.completing
         self.state = transit.state
         self.pending_state = None
         self.pending_fence = False
+
+    def _ends_and_begins(self, transit: TxnTransit) -> bool:
+        """Whether ``transit`` ends the open transaction and begins the next one with
+        its partitions (``prepare_end`` with ``opens``)."""
+        ended = transit.completing
+        if self.state is not TxnState.ONGOING or self.completing is not None \
+                or ended is None or self.pending_fence:
+            return False
+        next_epoch = (transit.producer_epoch == self.producer_epoch + 1
+                      if transit.producer_id == self.producer_id
+                      else transit.producer_epoch == 0)
+        return (ended == self._ending(ended.commit) and next_epoch
+                and transit.last_producer_id == self.producer_id
+                and transit.last_producer_epoch == self.producer_epoch
+                and transit.timeout_ms == self.timeout_ms and bool(transit.partitions)
+                and transit.start_ms == transit.last_update_ms)
 
     def _refuse(self, transit: TxnTransit, why: str) -> NoReturn:
         raise IllegalTransitionError(

@@ -63,6 +63,8 @@ MAX_TRANSACTIONAL_ID_BYTES = (1 << 15) - 1
 class ProducerIdAndEpoch:
     producer_id: int
     epoch: int
+    # The end opened the next transaction (EndTxn's next partitions) under these.
+    opened: bool = False
 
 
 def validate_transactional_id(transactional_id: str) -> None:
@@ -199,16 +201,28 @@ def add_partitions(metadata: TransactionMetadata | None, transactional_id: str,
 
 def end_txn(metadata: TransactionMetadata | None, transactional_id: str, producer_id: int,
             epoch: int, commit: bool, now_ms: int, from_client: bool = True,
-            new_producer_id: Callable[[], int] | None = None) -> TxnTransit | None:
+            new_producer_id: Callable[[], int] | None = None,
+            opens: Iterable[TopicPartition] = (),
+            keep_epoch: bool = False) -> TxnTransit | None:
     """EndTxn: Ongoing -> PrepareCommit / PrepareAbort under the next epoch (from
-    ``new_producer_id`` once the epochs run out; see txn_metadata). A retry of an
-    end that is decided answers success (None: the caller answers the current
-    producer id and epoch); an end that contradicts the outcome, or with no
-    transaction open, is INVALID_TXN_STATE.
+    ``new_producer_id`` once the epochs run out; see txn_metadata), or, with
+    ``opens``, Ongoing -> Ongoing: the next transaction begins with those partitions
+    in the same record, or, ``keep_epoch`` (Kafka's transaction version 1), Prepare*
+    under the same epoch. A retry of an end that is decided answers success (None:
+    the caller answers the current producer id and epoch); an end that contradicts
+    the outcome, or with no transaction open, is INVALID_TXN_STATE.
 
     The coordinator itself (``from_client=False``) ends a transaction it fences with
     the bumped epoch of the pending PrepareEpochFence."""
     validate_transactional_id(transactional_id)
+    opened = frozenset(opens)
+    for topic, partition in sorted(opened):
+        if not topic or partition < 0:
+            raise InvalidRequestError(
+                f"{transactional_id!r}: cannot open the next transaction with partition "
+                f"{topic!r}-{partition}")
+    if opened and not from_client:
+        raise IllegalTransitionError(f"{transactional_id!r}: a fence opens nothing")
     decided = _decided_end(metadata, producer_id, epoch) if from_client else None
     if decided is not None:
         if decided == commit:
@@ -236,12 +250,14 @@ def end_txn(metadata: TransactionMetadata | None, transactional_id: str, produce
             raise _concurrent(metadata)
         fencing = metadata.pending_state is TxnState.PREPARE_EPOCH_FENCE
         rotated = None
-        if not fencing and epoch_exhausted(metadata.producer_epoch + 1):
+        if not fencing and not keep_epoch and epoch_exhausted(metadata.producer_epoch + 1):
             if new_producer_id is None:
                 raise ConcurrentTransactionsError(
                     f"transactional id {transactional_id!r} needs a new producer id; retry")
             rotated = new_producer_id()
-        return metadata.prepare_end(commit, now_ms, rotated)
+        if fencing:
+            return metadata.prepare_end(commit, now_ms)
+        return metadata.prepare_end(commit, now_ms, rotated, opened, keep_epoch)
     if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
         if commit == (state is TxnState.COMPLETE_COMMIT):
             return None  # a retry of an end that completed
@@ -271,6 +287,11 @@ def _decided_end(metadata: TransactionMetadata | None, producer_id: int,
     if state.completing and ended is not None and (
             ended.producer_id, ended.producer_epoch) == (producer_id, epoch):
         return ended.commit
+    # An end that opened the next transaction (its markers due, or written since).
+    for ended in (metadata.completing, metadata.last_ended):
+        if state is TxnState.ONGOING and ended is not None and (
+                ended.producer_id, ended.producer_epoch) == (producer_id, epoch):
+            return ended.commit
     return None
 
 

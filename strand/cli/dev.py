@@ -63,6 +63,7 @@ def up(directory: Path | None, storage_nodes: int) -> None:
     except devcluster.DevClusterError as exc:
         raise click.ClickException(str(exc)) from exc
     out.print(f"[green]dev cluster serving[/green]: gateway {cluster.gateway}, "
+              f"Kafka clients' bootstrap {cluster.kafka}, "
               f"etcd {cluster.etcd}, {storage_nodes} storage nodes; "
               f"logs in {directory / 'logs'}")
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import grpc
 
 from strand.cluster.cache import MetadataCache
+from strand.coordination.txn_verifier import OpenedNext
 from strand.errors import ErrorCode
 from strand.v1 import storage_pb2, storage_pb2_grpc
 
@@ -94,7 +95,8 @@ class StorageMarkerWriter:
 
     async def write_markers(self, producer_id: int, producer_epoch: int,
                             coordinator_epoch: int, commit: bool,
-                            partitions: Iterable[TopicPartition]
+                            partitions: Iterable[TopicPartition],
+                            opened: OpenedNext | None = None
                             ) -> dict[TopicPartition, MarkerError]:
         """Each partition's final answer (code NONE: its marker is written and
         replicated). A partition still failing with a retriable error when the time is
@@ -115,7 +117,7 @@ class StorageMarkerWriter:
                     by_leader.setdefault(leader.address, []).append(tp)
             for answer in await asyncio.gather(*(
                     self._call(address, tps, producer_id, producer_epoch, coordinator_epoch,
-                               commit, remaining_s)
+                               commit, remaining_s, opened)
                     for address, tps in by_leader.items())):
                 answers.update(answer)
             return answers
@@ -125,17 +127,22 @@ class StorageMarkerWriter:
 
     async def _call(self, address: str, partitions: list[TopicPartition], producer_id: int,
                     producer_epoch: int, coordinator_epoch: int, commit: bool,
-                    timeout_s: float) -> dict[TopicPartition, MarkerError]:
-        topics: dict[str, list[int]] = {}
+                    timeout_s: float, opened: OpenedNext | None
+                    ) -> dict[TopicPartition, MarkerError]:
+        # Two markers when only some partitions have the next transaction open.
+        groups: dict[bool, dict[str, list[int]]] = {}
         for topic, partition in partitions:
-            topics.setdefault(topic, []).append(partition)
+            opens = opened is not None and (topic, partition) in opened.partitions
+            groups.setdefault(opens, {}).setdefault(topic, []).append(partition)
         request = storage_pb2.WriteTxnMarkersRequest(
             timeout_ms=int(min(timeout_s, CALL_TIMEOUT_S) * 1000),
             markers=[storage_pb2.WritableTxnMarker(
                 producer_id=producer_id, producer_epoch=producer_epoch, committed=commit,
                 coordinator_epoch=coordinator_epoch,
+                next_producer_epoch=opened.producer_epoch if opens and opened else None,
                 topics=[storage_pb2.WritableTxnMarkerTopic(topic=t, partitions=ps)
-                        for t, ps in topics.items()])])
+                        for t, ps in topics.items()])
+                for opens, topics in groups.items()])
         try:
             response = await storage_pb2_grpc.StorageStub(self._channel(address)) \
                 .WriteTxnMarkers(request, timeout=min(timeout_s, CALL_TIMEOUT_S) + 1)

@@ -6,9 +6,22 @@ coordinator: :class:`strand.cluster.transaction_calls.CoordinatorTxnVerifier`.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["TxnVerifier"]
+__all__ = ["OpenedNext", "TxnVerifier"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedNext:
+    """A producer's next transaction, already open (written by the coordinator) under
+    the same producer id: its epoch and partitions. The marker ending the producer's
+    previous transaction on one of those partitions carries it, and the next
+    transaction's first write there needs no question to the coordinator: the
+    marker brought its answer."""
+
+    producer_epoch: int
+    partitions: frozenset[tuple[str, int]]
 
 
 class TxnVerifier(Protocol):

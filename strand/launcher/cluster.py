@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Self, TypeVar
 
 from strand.launcher import etcd_reads, probes
 from strand.launcher.process import EtcdServer, Launch, Process, ServiceProcess, stop_in_order
-from strand.launcher.system import free_port, wait_until
+from strand.launcher.system import LOCALHOST, free_port, wait_until
 
 if TYPE_CHECKING:
     from strand.security.tls import ClientTls, ServiceTls
@@ -62,6 +62,7 @@ class ClusterSpec:
     etcd_fsync: bool = True  # False: --unsafe-no-fsync (tests)
     etcd_port: int | None = None  # preferred ports (taken ones fall back to free ones);
     gateway_port: int | None = None  # etcd's peer port prefers etcd_port + 1
+    kafka_port: int | None = None  # the first gateway's Kafka listener
     boot: Boot = Boot.IN_STAGES
     launch: Launch = field(default_factory=Launch)
     healthy_timeout: float = 60.0  # s, for each service to serve
@@ -90,6 +91,7 @@ class Cluster:
         self.on_spawn = on_spawn  # called after each spawn (restarts too), with the process
         self._ports: set[int] = set()
         self.metrics_ports: dict[str, int] = {}  # process id → its metrics port
+        self.kafka_ports: dict[str, int] = {}  # gateway process id → its Kafka listener's
         peer = spec.etcd_port + 1 if spec.etcd_port else None
         self.etcd = self._adopt(EtcdServer(
             spec.directory / "etcd", self.unused_port(spec.etcd_port), self.unused_port(peer),
@@ -125,6 +127,15 @@ class Cluster:
     def bootstrap(self) -> str:
         """The address clients connect to: the first gateway's."""
         return self.gateway.address
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The address Kafka clients connect to: the first gateway's Kafka listener
+        (none with TLS: the Kafka listener is plaintext only)."""
+        port = self.kafka_ports.get(self.gateway.id)
+        if port is None:
+            raise RuntimeError("this cluster's gateways serve no Kafka listener (TLS)")
+        return f"{LOCALHOST}:{port}"
 
     @property
     def etcd_tls(self) -> ClientTls | None:
@@ -209,7 +220,13 @@ class Cluster:
 
     def gateway_node(self, index: int = 0, port: int | None = None) -> ServiceProcess:
         process_id = f"gateway-{index}" if index else "gateway"
-        return self._service("gateway", process_id, port, *self.spec.gateway_args)
+        kafka: list[str] = []
+        if self.spec.tls is None:  # each gateway advertises itself (kept across a restart)
+            kafka_port = self.kafka_ports.get(process_id) or self.unused_port(
+                None if index else self.spec.kafka_port)
+            self.kafka_ports[process_id] = kafka_port
+            kafka = ["--kafka-listen", f"{LOCALHOST}:{kafka_port}"]
+        return self._service("gateway", process_id, port, *kafka, *self.spec.gateway_args)
 
     def group_coordinator(self, index: int, port: int | None = None,
                           args: Sequence[str] = ()) -> ServiceProcess:

@@ -287,7 +287,8 @@ class Producer:
                 self._transaction_manager,
                 TxnCalls(transactional_id, transaction_timeout_ms, self.bootstrap,
                          request_timeout_ms, retry_backoff_ms),
-                self._sender, self.flush, max_block_ms, delivery_timeout_ms)
+                self._sender, self.flush, max_block_ms, delivery_timeout_ms,
+                transaction_timeout_ms)
             self._sender.transactions = self._transactions
         self._close_lock = threading.Lock()
         self._closed = False

@@ -11,7 +11,11 @@ and ``abort_transaction()``, modelled on Kafka's client TransactionManager.
   Every EndTxn does (an epoch per transaction, as KIP-890 part 2): its answer names
   the epoch the next transaction writes with, which can then begin while the
   coordinator still writes this one's markers. An abort with nothing to end asks
-  InitProducerId with the producer id and epoch it has (KIP-360).
+  InitProducerId with the producer id and epoch it has (KIP-360). A commit of a
+  producer that commits in a loop also opens its next transaction with the same
+  partitions in the same coordinator write (EndTxn's next partitions): the next
+  transaction then needs no AddPartitionsToTxn, and its markers' leaders take its
+  first writes without asking the coordinator (KIP-890 verification).
 - ``Transactions`` runs the API calls: user threads wait for coroutines that run on
   the sender thread's event loop (strand.producer.txn_calls), and, each sender
   turn, AddPartitionsToTxn for every partition sent to since the last one (one call).
@@ -69,6 +73,13 @@ _COMMITTABLE = (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION)
 # How long an AddPartitionsToTxn holding partitions added ahead (the last transaction's)
 # is retried before those are dropped and the others asked for alone.
 _AHEAD_ADD_S = 5.0
+# A commit opens the next transaction with its partitions (one coordinator write for
+# the end and the next begin; see Transactions._end) when the application began the
+# transaction after the last commit within this long: it commits in a loop. An open
+# transaction that no begin_transaction() takes within it is ended, unused (an abort
+# of nothing, without fencing), so that it neither shows as a long transaction nor
+# times out into a fence. Capped by a quarter of transaction_timeout_ms.
+_OPEN_NEXT_S = 5.0
 
 
 def validate_transactional(transactional_id: object, timeout_ms: object) -> None:
@@ -136,7 +147,8 @@ class Transactions:
 
     def __init__(self, tm: TransactionalManager, calls: TxnCalls, sender: SenderHooks,
                  flush: Callable[[float | None], None], max_block_ms: float,
-                 delivery_timeout_ms: float) -> None:
+                 delivery_timeout_ms: float,
+                 transaction_timeout_ms: float = DEFAULT_TRANSACTION_TIMEOUT_MS) -> None:
         self.tm = tm
         self.txn = tm.txn
         self.calls = calls
@@ -147,6 +159,11 @@ class Transactions:
         self._lock = threading.Lock()
         self._pending: tuple[str, concurrent.futures.Future[None]] | None = None
         self._add_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self.open_next_s = min(_OPEN_NEXT_S, transaction_timeout_ms / 4000)
+        # When the last commit returned, and whether the begin after it came soon.
+        self._committed_at: float | None = None
+        self._loops = True
 
     # ------------------------------------------------------------ sender side
 
@@ -163,7 +180,40 @@ class Transactions:
             new = txn.take_new_partitions()
             if new:
                 self._add_task = asyncio.ensure_future(self._add_partitions(new))
+        opened_at = txn.opened_idle_since()
+        if opened_at is None or self._close_task is not None:
+            return math.inf
+        idle = time.monotonic() - opened_at
+        if idle < self.open_next_s:
+            return (self.open_next_s - idle) * 1000
+        taken = txn.take_opened()
+        if taken:
+            self._close_task = asyncio.ensure_future(self._close_opened(taken))
         return math.inf
+
+    async def _close_opened(self, partitions: frozenset[TopicPartition]) -> None:
+        """End the next transaction that the last commit opened and no
+        begin_transaction() took: an abort of nothing (no record was sent in it), under
+        the epoch it has; the next one starts from the epoch this end names. If the end
+        fails, the transaction stays open at the coordinator and the next
+        begin_transaction() adds its partitions again (a no-op there)."""
+        tm, txn = self.tm, self.txn
+        deadline = time.monotonic() + self.delivery_timeout_ms / 1000
+        try:
+            self.calls.stub = self.sender.gateway_stub()
+            producer_id, epoch, _ = await self.calls.end_txn(tm.producer_id, tm.epoch, False,
+                                                             deadline)
+            tm.set_producer_id(producer_id, epoch)
+        except ProducerFencedError as exc:
+            tm.set_fatal(exc)
+        except StrandError as exc:
+            log.info("transactional producer %r: the unused transaction opened with %s "
+                     "could not be ended (%s); the next begin_transaction() takes it",
+                     txn.transactional_id, sorted(partitions), exc)
+        finally:
+            txn.opened_closed()
+            self._close_task = None
+            self.sender.wakeup()
 
     async def _add_partitions(self, partitions: set[TopicPartition]) -> None:
         txn, tm = self.txn, self.tm
@@ -217,6 +267,8 @@ class Transactions:
         with self._lock:
             self._refuse_if_pending("begin_transaction()")
             self.txn.transition(TxnState.IN_TRANSACTION, "begin_transaction()")
+            if self._committed_at is not None:
+                self._loops = time.monotonic() - self._committed_at <= self.open_next_s
         if self.txn.adding:  # the last transaction's partitions: added at once
             self.sender.wakeup()
 
@@ -248,6 +300,7 @@ class Transactions:
             return self._end(True, deadline)
 
         self._run("commit_transaction()", start, deadline)
+        self._committed_at = time.monotonic()
 
     def abort_transaction(self, timeout: float | None) -> None:
         deadline = self._deadline(timeout)
@@ -299,7 +352,10 @@ class Transactions:
         ``abort_transaction()``. A commit or abort already under way (a call that timed
         out) is waited for instead. Raises what the abort or the wait raises."""
         state = self.txn.state
-        if state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+        taken = self.txn.take_opened() if state is TxnState.READY else frozenset()
+        if taken:  # (one already being ended by the sender ends on its own)
+            self._run("close()", lambda: self._close_opened(taken), self._deadline(timeout))
+        elif state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
             log.info("transactional producer %r: aborting the open transaction on close",
                      self.txn.transactional_id)
             self.abort_transaction(timeout)
@@ -367,13 +423,17 @@ class Transactions:
             await asyncio.sleep(0.005)  # an add in flight or due comes before the end
         # An unknown producer id mapping refuses EndTxn too: go straight to the bump.
         skip = not txn.started or isinstance(txn.error, InvalidProducerIdMappingError)
+        # A producer committing in a loop: its next transaction begins in this end.
+        opens = txn.written_partitions() if commit and self._loops else frozenset()
+        opened = False
         try:
             if not skip:
                 # The answer names the next transaction's epoch: its batches restart at
                 # sequence 0 (a batch left unresolved by an abort keeps its numbers
                 # until resolved, as after InitProducerId).
-                tm.set_producer_id(*await self.calls.end_txn(tm.producer_id, tm.epoch,
-                                                             commit, deadline))
+                producer_id, epoch, opened = await self.calls.end_txn(
+                    tm.producer_id, tm.epoch, commit, deadline, opens)
+                tm.set_producer_id(producer_id, epoch)
         except RequestTimedOutError:
             raise  # the call may be repeated
         except ProducerFencedError as exc:
@@ -397,6 +457,9 @@ class Transactions:
             await self._init(deadline, (tm.producer_id, tm.epoch))
             return
         txn.transition(TxnState.READY)
+        if opened:
+            txn.next_opened(opens, time.monotonic())
+            self.sender.wakeup()  # its idle timer starts
 
     # --------------------------------------------------------------- helpers
 

@@ -183,17 +183,24 @@ class TxnCalls:
 
         await self._retrying("TxnOffsetCommit", deadline, call)
 
-    async def end_txn(self, producer_id: int, epoch: int, commit: bool,
-                      deadline: float) -> tuple[int, int]:
+    async def end_txn(self, producer_id: int, epoch: int, commit: bool, deadline: float,
+                      opens: Iterable[TopicPartition] = ()) -> tuple[int, int, bool]:
         """Returns the producer id and epoch of the next transaction (every end moves
-        the transactional id to the next epoch)."""
+        the transactional id to the next epoch), and whether that transaction is open
+        already with the partitions ``opens`` (the coordinator begins it in the same
+        write)."""
+        topics: dict[str, list[int]] = {}
+        for topic, partition in sorted(opens):
+            topics.setdefault(topic, []).append(partition)
         request = pb_txn.EndTxnRequest(
             transactional_id=self.transactional_id, producer_id=producer_id,
-            producer_epoch=epoch, committed=commit)
+            producer_epoch=epoch, committed=commit, next_topics=[
+                pb_txn.TxnTopic(topic=t, partitions=ps) for t, ps in topics.items()])
         stub = self._stub()
         response = await self._retrying("EndTxn", deadline,
                                         lambda timeout: stub.EndTxn(request, timeout=timeout))
-        return int(response.producer_id), int(response.producer_epoch)
+        return (int(response.producer_id), int(response.producer_epoch),
+                bool(opens) and response.next_opened)
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,14 @@ class TxnStateMachine:
         # The coordinator has an open transaction for us (a partition or the offsets
         # of a group were added): only then is an EndTxn due.
         self._started = False
+        # READY, yet the next transaction is open already with these partitions: the
+        # commit that ended the last one began it (EndTxn's next partitions), so
+        # begin_transaction() finds them added. Since ``_opened_at`` (monotonic s).
+        self._opened: frozenset[TopicPartition] = frozenset()
+        self._opened_at = 0.0
+        # That open transaction is being ended because no begin_transaction() came
+        # (see Transactions.sender_turn): nothing is added until it is.
+        self._closing = False
 
     def __repr__(self) -> str:
         return f"TxnStateMachine({self.transactional_id!r}, {self._state.name})"
@@ -136,6 +144,12 @@ class TxnStateMachine:
             self._pending.clear()
             self._added.clear()
             self._started = False
+            self._opened = frozenset()
+        elif target is S.IN_TRANSACTION and self._opened:
+            self._added = set(self._opened)  # open since the last commit
+            self._speculative = set(self._opened)  # until sent to
+            self._opened = frozenset()
+            self._started = True
         elif target is S.IN_TRANSACTION:
             # Producers mostly write the same partitions transaction after transaction:
             # adding them all at once saves the next transaction the AddPartitionsToTxn
@@ -145,6 +159,41 @@ class TxnStateMachine:
             self._speculative = set(self._previous)
         elif target is S.ABORTING_TRANSACTION:
             self._new.clear()  # never add a partition to a transaction being aborted
+
+    # ------------------------------------------------- the next transaction, open
+
+    def next_opened(self, partitions: frozenset[TopicPartition], now: float) -> None:
+        """READY after a commit whose EndTxn also opened the next transaction with
+        ``partitions``."""
+        with self._lock:
+            if self._state is S.READY:
+                self._opened, self._opened_at = partitions, now
+                self._previous = frozenset()
+
+    @property
+    def opened(self) -> frozenset[TopicPartition]:
+        return self._opened
+
+    def opened_idle_since(self) -> float | None:
+        """When the open next transaction was opened, if begin_transaction() has not
+        taken it yet (None: there is none)."""
+        return self._opened_at if self._opened and self._state is S.READY else None
+
+    def take_opened(self) -> frozenset[TopicPartition]:
+        """The open next transaction is to be ended unused (READY only): from now
+        until :meth:`opened_closed`, a transaction begun adds its partitions only
+        after that end (its epoch comes from it)."""
+        with self._lock:
+            if self._state is not S.READY or not self._opened:
+                return frozenset()
+            taken, self._opened = self._opened, frozenset()
+            self._previous = taken  # a transaction begun now adds them ahead
+            self._closing = True
+            return taken
+
+    def opened_closed(self) -> None:
+        with self._lock:
+            self._closing = False
 
     def _abortable(self) -> TransactionAbortableError:
         return TransactionAbortableError(
@@ -230,7 +279,7 @@ class TxnStateMachine:
         """The partitions to add in one AddPartitionsToTxn (none while one is in flight,
         or when the transaction can no longer commit)."""
         with self._lock:
-            if self._pending or not self._new or self._state not in (
+            if self._pending or not self._new or self._closing or self._state not in (
                     S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
                 return set()
             taken, self._new = self._new, set()
@@ -271,7 +320,8 @@ class TxnStateMachine:
     @property
     def adding(self) -> bool:
         """Partitions wait to be added, or an add is in flight."""
-        return bool(self._new or self._pending)
+        return bool(self._new or self._pending
+                    or (self._closing and self._state is not S.READY))
 
     def offsets_added(self) -> None:
         with self._lock:
@@ -280,6 +330,11 @@ class TxnStateMachine:
     def added_partitions(self) -> frozenset[TopicPartition]:
         with self._lock:
             return frozenset(self._added)
+
+    def written_partitions(self) -> frozenset[TopicPartition]:
+        """The partitions of the transaction that records were sent to."""
+        with self._lock:
+            return frozenset(self._added - self._speculative)
 
 
 _HINTS: dict[tuple[TxnState, TxnState], str] = {

@@ -343,6 +343,58 @@ class PartitionListOffsetsResponse(_message.Message):
     leader_epoch: int
     def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., offset: _Optional[int] = ..., timestamp: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
+class OffsetForLeaderEpochRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicOffsetForLeaderEpoch]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicOffsetForLeaderEpoch, _Mapping]]] = ...) -> None: ...
+
+class TopicOffsetForLeaderEpoch(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionOffsetForLeaderEpoch]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionOffsetForLeaderEpoch, _Mapping]]] = ...) -> None: ...
+
+class PartitionOffsetForLeaderEpoch(_message.Message):
+    __slots__ = ("partition", "current_leader_epoch", "leader_epoch")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
+    def __init__(self, partition: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+
+class OffsetForLeaderEpochResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicOffsetForLeaderEpochResponse]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicOffsetForLeaderEpochResponse, _Mapping]]] = ...) -> None: ...
+
+class TopicOffsetForLeaderEpochResponse(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionOffsetForLeaderEpochResponse]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionOffsetForLeaderEpochResponse, _Mapping]]] = ...) -> None: ...
+
+class PartitionOffsetForLeaderEpochResponse(_message.Message):
+    __slots__ = ("partition", "error_code", "error_message", "leader_epoch", "end_offset")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    error_code: ErrorCode
+    error_message: str
+    leader_epoch: int
+    end_offset: int
+    def __init__(self, partition: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)
     TOPICS_FIELD_NUMBER: _ClassVar[int]

@@ -53,6 +53,11 @@ class GatewayStub:
                 request_serializer=strand_dot_v1_dot_common__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.OffsetForLeaderEpoch = channel.unary_unary(
+                '/strand.v1.Gateway/OffsetForLeaderEpoch',
+                request_serializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochResponse.FromString,
+                _registered_method=True)
         self.Metadata = channel.unary_unary(
                 '/strand.v1.Gateway/Metadata',
                 request_serializer=strand_dot_v1_dot_common__pb2.MetadataRequest.SerializeToString,
@@ -241,6 +246,12 @@ class GatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetForLeaderEpoch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -474,6 +485,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=strand_dot_v1_dot_common__pb2.ListOffsetsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'OffsetForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetForLeaderEpoch,
+                    request_deserializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochResponse.SerializeToString,
             ),
             'Metadata': grpc.unary_unary_rpc_method_handler(
                     servicer.Metadata,
@@ -727,6 +743,33 @@ class Gateway:
             '/strand.v1.Gateway/ListOffsets',
             strand_dot_v1_dot_common__pb2.ListOffsetsRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Gateway/OffsetForLeaderEpoch',
+            strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+            strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,

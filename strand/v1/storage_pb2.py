@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from strand.v1 import common_pb2 as strand_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/storage.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"M\n\x18\x44\x65scribeProducersRequest\x12\x31\n\x06topics\x18\x01 \x03(\x0b\x32!.strand.v1.WritableTxnMarkerTopic\"\xa9\x01\n\x0e\x41\x63tiveProducer\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x16\n\x0elast_timestamp\x18\x04 \x01(\x03\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12 \n\x18\x63urrent_txn_start_offset\x18\x06 \x01(\x03\"\xad\x01\n\x1a\x44\x65scribeProducersPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12,\n\tproducers\x18\x05 \x03(\x0b\x32\x19.strand.v1.ActiveProducer\"V\n\x19\x44\x65scribeProducersResponse\x12\x39\n\npartitions\x18\x01 \x03(\x0b\x32%.strand.v1.DescribeProducersPartition\"[\n\x16WriteTxnMarkersRequest\x12-\n\x07markers\x18\x01 \x03(\x0b\x32\x1c.strand.v1.WritableTxnMarker\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\"\xa1\x01\n\x11WritableTxnMarker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x11\n\tcommitted\x18\x03 \x01(\x08\x12\x31\n\x06topics\x18\x04 \x03(\x0b\x32!.strand.v1.WritableTxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\";\n\x16WritableTxnMarkerTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"N\n\x17WriteTxnMarkersResponse\x12\x33\n\x07markers\x18\x01 \x03(\x0b\x32\".strand.v1.WritableTxnMarkerResult\"g\n\x17WritableTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.strand.v1.WritableTxnMarkerTopicResult\"n\n\x1cWritableTxnMarkerTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12?\n\npartitions\x18\x02 \x03(\x0b\x32+.strand.v1.WritableTxnMarkerPartitionResult\"v\n WritableTxnMarkerPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"\x9a\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x34\n\npartitions\x18\x05 \x03(\x0b\x32 .strand.v1.ReplicaFetchPartition\"\xc0\x01\n\x15ReplicaFetchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"T\n\x14ReplicaFetchResponse\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.strand.v1.ReplicaFetchPartitionResponse\"\xc2\x02\n\x1dReplicaFetchPartitionResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x07 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x19.strand.v1.EpochEndOffset\x12\x0f\n\x07records\x18\t \x01(\x0c\x12/\n\x0etraced_appends\x18\n \x03(\x0b\x32\x17.strand.v1.TracedAppend\"\xa0\x01\n\x0cTracedAppend\x12\x14\n\x0c\x66irst_offset\x18\x01 \x01(\x03\x12\x13\n\x0blast_offset\x18\x02 \x01(\x03\x12\x35\n\x07\x63ontext\x18\x03 \x03(\x0b\x32$.strand.v1.TracedAppend.ContextEntry\x1a.\n\x0c\x43ontextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\xe0\x03\n\x07Storage\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponse\x12O\n\x0cReplicaFetch\x12\x1e.strand.v1.ReplicaFetchRequest\x1a\x1f.strand.v1.ReplicaFetchResponse\x12X\n\x0fWriteTxnMarkers\x12!.strand.v1.WriteTxnMarkersRequest\x1a\".strand.v1.WriteTxnMarkersResponse\x12^\n\x11\x44\x65scribeProducers\x12#.strand.v1.DescribeProducersRequest\x1a$.strand.v1.DescribeProducersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strand/v1/storage.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"M\n\x18\x44\x65scribeProducersRequest\x12\x31\n\x06topics\x18\x01 \x03(\x0b\x32!.strand.v1.WritableTxnMarkerTopic\"\xa9\x01\n\x0e\x41\x63tiveProducer\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x16\n\x0elast_timestamp\x18\x04 \x01(\x03\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12 \n\x18\x63urrent_txn_start_offset\x18\x06 \x01(\x03\"\xad\x01\n\x1a\x44\x65scribeProducersPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12,\n\tproducers\x18\x05 \x03(\x0b\x32\x19.strand.v1.ActiveProducer\"V\n\x19\x44\x65scribeProducersResponse\x12\x39\n\npartitions\x18\x01 \x03(\x0b\x32%.strand.v1.DescribeProducersPartition\"[\n\x16WriteTxnMarkersRequest\x12-\n\x07markers\x18\x01 \x03(\x0b\x32\x1c.strand.v1.WritableTxnMarker\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\"\xdb\x01\n\x11WritableTxnMarker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x11\n\tcommitted\x18\x03 \x01(\x08\x12\x31\n\x06topics\x18\x04 \x03(\x0b\x32!.strand.v1.WritableTxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12 \n\x13next_producer_epoch\x18\x06 \x01(\x05H\x00\x88\x01\x01\x42\x16\n\x14_next_producer_epoch\";\n\x16WritableTxnMarkerTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"N\n\x17WriteTxnMarkersResponse\x12\x33\n\x07markers\x18\x01 \x03(\x0b\x32\".strand.v1.WritableTxnMarkerResult\"g\n\x17WritableTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.strand.v1.WritableTxnMarkerTopicResult\"n\n\x1cWritableTxnMarkerTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12?\n\npartitions\x18\x02 \x03(\x0b\x32+.strand.v1.WritableTxnMarkerPartitionResult\"v\n WritableTxnMarkerPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12(\n\nerror_code\x18\x02 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"\x9a\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x34\n\npartitions\x18\x05 \x03(\x0b\x32 .strand.v1.ReplicaFetchPartition\"\xc0\x01\n\x15ReplicaFetchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"T\n\x14ReplicaFetchResponse\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.strand.v1.ReplicaFetchPartitionResponse\"\xc2\x02\n\x1dReplicaFetchPartitionResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.strand.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x07 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x19.strand.v1.EpochEndOffset\x12\x0f\n\x07records\x18\t \x01(\x0c\x12/\n\x0etraced_appends\x18\n \x03(\x0b\x32\x17.strand.v1.TracedAppend\"\xa0\x01\n\x0cTracedAppend\x12\x14\n\x0c\x66irst_offset\x18\x01 \x01(\x03\x12\x13\n\x0blast_offset\x18\x02 \x01(\x03\x12\x35\n\x07\x63ontext\x18\x03 \x03(\x0b\x32$.strand.v1.TracedAppend.ContextEntry\x1a.\n\x0c\x43ontextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\xc9\x04\n\x07Storage\x12@\n\x07Produce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse\x12:\n\x05\x46\x65tch\x12\x17.strand.v1.FetchRequest\x1a\x18.strand.v1.FetchResponse\x12L\n\x0bListOffsets\x12\x1d.strand.v1.ListOffsetsRequest\x1a\x1e.strand.v1.ListOffsetsResponse\x12g\n\x14OffsetForLeaderEpoch\x12&.strand.v1.OffsetForLeaderEpochRequest\x1a\'.strand.v1.OffsetForLeaderEpochResponse\x12O\n\x0cReplicaFetch\x12\x1e.strand.v1.ReplicaFetchRequest\x1a\x1f.strand.v1.ReplicaFetchResponse\x12X\n\x0fWriteTxnMarkers\x12!.strand.v1.WriteTxnMarkersRequest\x1a\".strand.v1.WriteTxnMarkersResponse\x12^\n\x11\x44\x65scribeProducers\x12#.strand.v1.DescribeProducersRequest\x1a$.strand.v1.DescribeProducersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,31 +45,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WRITETXNMARKERSREQUEST']._serialized_start=577
   _globals['_WRITETXNMARKERSREQUEST']._serialized_end=668
   _globals['_WRITABLETXNMARKER']._serialized_start=671
-  _globals['_WRITABLETXNMARKER']._serialized_end=832
-  _globals['_WRITABLETXNMARKERTOPIC']._serialized_start=834
-  _globals['_WRITABLETXNMARKERTOPIC']._serialized_end=893
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=895
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=973
-  _globals['_WRITABLETXNMARKERRESULT']._serialized_start=975
-  _globals['_WRITABLETXNMARKERRESULT']._serialized_end=1078
-  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_start=1080
-  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_end=1190
-  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_start=1192
-  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_end=1310
-  _globals['_REPLICAFETCHREQUEST']._serialized_start=1313
-  _globals['_REPLICAFETCHREQUEST']._serialized_end=1467
-  _globals['_REPLICAFETCHPARTITION']._serialized_start=1470
-  _globals['_REPLICAFETCHPARTITION']._serialized_end=1662
-  _globals['_EPOCHENDOFFSET']._serialized_start=1664
-  _globals['_EPOCHENDOFFSET']._serialized_end=1715
-  _globals['_REPLICAFETCHRESPONSE']._serialized_start=1717
-  _globals['_REPLICAFETCHRESPONSE']._serialized_end=1801
-  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_start=1804
-  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_end=2126
-  _globals['_TRACEDAPPEND']._serialized_start=2129
-  _globals['_TRACEDAPPEND']._serialized_end=2289
-  _globals['_TRACEDAPPEND_CONTEXTENTRY']._serialized_start=2243
-  _globals['_TRACEDAPPEND_CONTEXTENTRY']._serialized_end=2289
-  _globals['_STORAGE']._serialized_start=2292
-  _globals['_STORAGE']._serialized_end=2772
+  _globals['_WRITABLETXNMARKER']._serialized_end=890
+  _globals['_WRITABLETXNMARKERTOPIC']._serialized_start=892
+  _globals['_WRITABLETXNMARKERTOPIC']._serialized_end=951
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=953
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=1031
+  _globals['_WRITABLETXNMARKERRESULT']._serialized_start=1033
+  _globals['_WRITABLETXNMARKERRESULT']._serialized_end=1136
+  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_start=1138
+  _globals['_WRITABLETXNMARKERTOPICRESULT']._serialized_end=1248
+  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_start=1250
+  _globals['_WRITABLETXNMARKERPARTITIONRESULT']._serialized_end=1368
+  _globals['_REPLICAFETCHREQUEST']._serialized_start=1371
+  _globals['_REPLICAFETCHREQUEST']._serialized_end=1525
+  _globals['_REPLICAFETCHPARTITION']._serialized_start=1528
+  _globals['_REPLICAFETCHPARTITION']._serialized_end=1720
+  _globals['_EPOCHENDOFFSET']._serialized_start=1722
+  _globals['_EPOCHENDOFFSET']._serialized_end=1773
+  _globals['_REPLICAFETCHRESPONSE']._serialized_start=1775
+  _globals['_REPLICAFETCHRESPONSE']._serialized_end=1859
+  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_start=1862
+  _globals['_REPLICAFETCHPARTITIONRESPONSE']._serialized_end=2184
+  _globals['_TRACEDAPPEND']._serialized_start=2187
+  _globals['_TRACEDAPPEND']._serialized_end=2347
+  _globals['_TRACEDAPPEND_CONTEXTENTRY']._serialized_start=2301
+  _globals['_TRACEDAPPEND_CONTEXTENTRY']._serialized_end=2347
+  _globals['_STORAGE']._serialized_start=2350
+  _globals['_STORAGE']._serialized_end=2935
 # @@protoc_insertion_point(module_scope)

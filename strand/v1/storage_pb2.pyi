@@ -58,18 +58,20 @@ class WriteTxnMarkersRequest(_message.Message):
     def __init__(self, markers: _Optional[_Iterable[_Union[WritableTxnMarker, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class WritableTxnMarker(_message.Message):
-    __slots__ = ("producer_id", "producer_epoch", "committed", "topics", "coordinator_epoch")
+    __slots__ = ("producer_id", "producer_epoch", "committed", "topics", "coordinator_epoch", "next_producer_epoch")
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     producer_id: int
     producer_epoch: int
     committed: bool
     topics: _containers.RepeatedCompositeFieldContainer[WritableTxnMarkerTopic]
     coordinator_epoch: int
-    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[WritableTxnMarkerTopic, _Mapping]]] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
+    next_producer_epoch: int
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[WritableTxnMarkerTopic, _Mapping]]] = ..., coordinator_epoch: _Optional[int] = ..., next_producer_epoch: _Optional[int] = ...) -> None: ...
 
 class WritableTxnMarkerTopic(_message.Message):
     __slots__ = ("topic", "partitions")

@@ -50,6 +50,11 @@ class StorageStub:
                 request_serializer=strand_dot_v1_dot_common__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=strand_dot_v1_dot_common__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.OffsetForLeaderEpoch = channel.unary_unary(
+                '/strand.v1.Storage/OffsetForLeaderEpoch',
+                request_serializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+                response_deserializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochResponse.FromString,
+                _registered_method=True)
         self.ReplicaFetch = channel.unary_unary(
                 '/strand.v1.Storage/ReplicaFetch',
                 request_serializer=strand_dot_v1_dot_storage__pb2.ReplicaFetchRequest.SerializeToString,
@@ -84,6 +89,13 @@ class StorageServicer:
 
     def ListOffsets(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetForLeaderEpoch(self, request, context):
+        """Where a leader epoch ends in this leader's log (consumers' truncation check).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -131,6 +143,11 @@ def add_StorageServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=strand_dot_v1_dot_common__pb2.ListOffsetsRequest.FromString,
                     response_serializer=strand_dot_v1_dot_common__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'OffsetForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetForLeaderEpoch,
+                    request_deserializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochRequest.FromString,
+                    response_serializer=strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochResponse.SerializeToString,
             ),
             'ReplicaFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.ReplicaFetch,
@@ -229,6 +246,33 @@ class Storage:
             '/strand.v1.Storage/ListOffsets',
             strand_dot_v1_dot_common__pb2.ListOffsetsRequest.SerializeToString,
             strand_dot_v1_dot_common__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strand.v1.Storage/OffsetForLeaderEpoch',
+            strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+            strand_dot_v1_dot_common__pb2.OffsetForLeaderEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,

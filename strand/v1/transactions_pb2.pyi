@@ -94,28 +94,34 @@ class AddOffsetsToTxnResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class EndTxnRequest(_message.Message):
-    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed")
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed", "next_topics", "keep_epoch")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_EPOCH_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     producer_id: int
     producer_epoch: int
     committed: bool
-    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ...) -> None: ...
+    next_topics: _containers.RepeatedCompositeFieldContainer[TxnTopic]
+    keep_epoch: bool
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ..., next_topics: _Optional[_Iterable[_Union[TxnTopic, _Mapping]]] = ..., keep_epoch: _Optional[bool] = ...) -> None: ...
 
 class EndTxnResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "producer_id", "producer_epoch")
+    __slots__ = ("error_code", "error_message", "producer_id", "producer_epoch", "next_opened")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OPENED_FIELD_NUMBER: _ClassVar[int]
     error_code: _common_pb2.ErrorCode
     error_message: str
     producer_id: int
     producer_epoch: int
-    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
+    next_opened: bool
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., next_opened: _Optional[bool] = ...) -> None: ...
 
 class ListTransactionsRequest(_message.Message):
     __slots__ = ("state_filters", "producer_id_filters", "duration_filter_ms", "shards", "timeout_ms")

@@ -26,6 +26,9 @@ def test_dev_up_status_down(tmp_path: Path) -> None:
     try:
         cluster = json.loads((directory / "cluster.json").read_text())
         assert cluster["gateway"].startswith("127.0.0.1:")
+        assert cluster["kafka"].startswith("127.0.0.1:")  # Kafka clients' bootstrap
+        assert f"Kafka clients' bootstrap {cluster['kafka']}" in " ".join(
+            started.stderr.split())
         status = strand("dev", "status", "--json", env=env)
         assert status.returncode == 0, status.stderr
         processes = json.loads(status.stdout)["processes"]

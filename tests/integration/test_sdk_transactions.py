@@ -462,3 +462,53 @@ def test_the_next_transaction_adds_the_last_ones_partitions_at_once(
     committed = {v for v in committed if gone not in v}
     assert sorted(read(cluster, "read_committed", partitions, len(committed))) == sorted(
         committed)
+
+
+def test_a_commit_in_a_loop_opens_the_next_transaction(cluster: SdkCluster) -> None:
+    """A producer that begins its next transaction soon after each commit gets it
+    opened by the commit itself, with the partitions it wrote (one coordinator write
+    for the end and the begin; no AddPartitionsToTxn). Left unused, the opened
+    transaction is ended without fencing the producer (an abort of nothing); and
+    ``close()`` ends it too. Every committed record is read back, once."""
+    partitions = topics(cluster, "opens")
+    gateway = Gateway(cluster.bootstrap)
+    tid = unique("sdk-opens")
+
+    def described() -> tuple[str, int, set[tuple[str, int]]]:
+        answer = gateway.describe(tid)
+        return (answer.transaction_state, answer.producer_epoch,
+                {(t.topic, p) for t in answer.topics for p in t.partitions})
+
+    # transaction_timeout_ms 2 s: an opened transaction unused for 0.5 s is ended.
+    with Producer(cluster.bootstrap, transactional_id=tid, linger_ms=5,
+                  transaction_timeout_ms=2000) as producer:
+        producer.init_transactions(30)
+        epoch = described()[1]
+        producer.begin_transaction()
+        committed = send_all(producer, partitions, "one")
+        producer.commit_transaction(30)
+        # open already, under the next epoch, before any begin_transaction()
+        assert described() == ("Ongoing", epoch + 1, set(map(tuple, partitions)))
+        producer.begin_transaction()
+        committed |= send_all(producer, partitions[:1], "two")
+        producer.commit_transaction(30)
+        # only the partition written to goes on into the next one
+        assert described() == ("Ongoing", epoch + 2, {tuple(partitions[0])})
+        # unused: ended after 0.5 s, under its own epoch; no fence
+        wait_until(lambda: described()[0] == "CompleteAbort", 30,
+                   "the unused opened transaction to be ended")
+        assert described()[1] == epoch + 3
+        producer.begin_transaction()
+        committed |= send_all(producer, partitions[1:], "three")
+        producer.commit_transaction(30)
+        # begun long after the last commit: this one opens nothing
+        assert described()[0] in ("PrepareCommit", "CompleteCommit")
+        producer.begin_transaction()
+        committed |= send_all(producer, partitions[1:], "four")
+        producer.commit_transaction(30)
+        assert described()[0] == "Ongoing"
+    # close() ended the one the last commit opened
+    assert described()[0] in ("PrepareAbort", "CompleteAbort")
+    assert sorted(read(cluster, "read_committed", partitions, len(committed))) == sorted(
+        committed)
+    gateway.channel.close()

@@ -14,6 +14,7 @@ import pytest
 
 from services.storage.disk import DiskExecutor
 from services.storage.produce import Appender, AppendResult, PartitionAppend
+from services.storage.txn_markers import MarkerWriter, TxnMarker
 from strand.errors import CoordinatorNotAvailableError, ErrorCode, InvalidTxnStateError
 from strand.log.producer_state import AppendOrigin
 from strand.records import BatchBuilder
@@ -316,5 +317,93 @@ def test_an_older_marker_leaves_the_next_epochs_verification(tmp_path: Path) -> 
         coordinator.release[0].set()
         result = await following
         assert result.error_code == 0, result.error_message
+
+    run(tmp_path, coordinator, body)
+
+
+async def write_marker_opening(appender: Appender, records: bytes,
+                               next_epoch: int) -> AppendResult:
+    """A marker that says the producer's next transaction is open here."""
+    (result,) = await appender.append(1, [PartitionAppend(
+        TOPIC, 0, records, AppendOrigin.COORDINATOR, next_producer_epoch=next_epoch)])
+    return result
+
+
+def test_a_marker_opening_the_next_transaction_answers_its_verification(
+        tmp_path: Path) -> None:
+    coordinator = Coordinator()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        assert (await produce(appender, txn_batch(0))).error_code == 0
+        commit = abort_marker(control=ControlType.COMMIT)
+        assert (await write_marker_opening(appender, commit, EPOCH + 1)).error_code == 0
+        # the next epoch's first batch is taken without asking the coordinator
+        assert (await produce(appender, txn_batch(0, EPOCH + 1))).error_code == 0
+        assert coordinator.calls == [(TXN_ID, PID, EPOCH, TOPIC, 0)]
+        assert leading.log.open_transaction(PID, EPOCH + 1)
+        assert leading.replica.verified_txns == {}
+
+    run(tmp_path, coordinator, body)
+
+
+def test_the_answer_a_marker_brought_ends_with_that_transaction(tmp_path: Path) -> None:
+    """The opened transaction is aborted unused (its ABORT marker): a late write of it
+    must be verified again, and is refused. Nor does the answer outlive the leader
+    epoch it was given in."""
+    coordinator = Coordinator(in_txn=False)
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        commit = abort_marker(control=ControlType.COMMIT)
+        assert (await write_marker_opening(appender, commit, EPOCH + 1)).error_code == 0
+        assert leading.replica.verified_txns[PID].epoch == EPOCH + 1
+        assert (await write_marker(appender, abort_marker(EPOCH + 1))).error_code == 0
+        late = await produce(appender, txn_batch(0, EPOCH + 1))
+        assert late.error_code == ErrorCode.INVALID_TXN_STATE
+        assert len(coordinator.calls) == 1
+        # another leader epoch: the answer is asked for again
+        again = abort_marker(EPOCH + 1, ControlType.COMMIT)
+        assert (await write_marker_opening(appender, again, EPOCH + 2)).error_code == 0
+        leading.replica.verified_txns[PID].confirmed_in = -5
+        refused = await produce(appender, txn_batch(0, EPOCH + 2))
+        assert refused.error_code == ErrorCode.INVALID_TXN_STATE
+        assert len(coordinator.calls) == 2
+
+    run(tmp_path, coordinator, body)
+
+
+def test_a_write_asking_when_the_opening_marker_lands_keeps_its_answer(
+        tmp_path: Path) -> None:
+    """The next epoch's first batch came before the marker and asked the coordinator;
+    the marker that opens its transaction must not void that question's answer."""
+    coordinator = Slow()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        coordinator.asked = [asyncio.Event()]
+        asking = asyncio.ensure_future(produce(appender, txn_batch(0, EPOCH + 1)))
+        await coordinator.asked[0].wait()
+        commit = abort_marker(control=ControlType.COMMIT)
+        assert (await write_marker_opening(appender, commit, EPOCH + 1)).error_code == 0
+        coordinator.release[0].set()
+        assert (await asking).error_code == 0
+        assert leading.log.open_transaction(PID, EPOCH + 1)
+
+    run(tmp_path, coordinator, body)
+
+
+def test_a_marker_out_of_the_fields_range_fails_alone(tmp_path: Path) -> None:
+    """A WriteTxnMarkers request (the gateway's KIP-664 abort) naming an epoch past
+    int16 gets a typed error on its own partitions; the other markers are written."""
+    coordinator = Coordinator()
+
+    async def body(leading: Leadership, appender: Appender) -> None:
+        writer = MarkerWriter(appender)
+        bad, good = (TxnMarker(PID, epoch, False, 0, [(TOPIC, 0)]) for epoch in (40_000, 1))
+        # (this harness's followers never fetch: the good one is appended, then its
+        # acks=all wait times out)
+        (refused,), (written,) = await writer.write([bad, good], timeout_ms=100)
+        assert refused.error_code == ErrorCode.INVALID_RECORD, refused
+        assert "out of range" in refused.error_message
+        assert written.error_code in (0, ErrorCode.REQUEST_TIMED_OUT), written
+        assert leading.log.log_end_offset == 1
 
     run(tmp_path, coordinator, body)

@@ -16,6 +16,7 @@ from strand.cluster.cache import MetadataCache
 from strand.cluster.group_calls import GroupOffsetsCompleter
 from strand.cluster.keys import KeySpace
 from strand.cluster.storage_calls import MarkerError, StorageMarkerWriter
+from strand.coordination.txn_verifier import OpenedNext
 from strand.errors import ErrorCode, NotLeaderOrFollowerError, StrandError
 
 TopicPartition = tuple[str, int]
@@ -32,12 +33,15 @@ class Answers(StorageMarkerWriter):
         super().__init__(MetadataCache(KeySpace("test")), _no_network)
         self.answers = answers
         self.asked: list[tuple[int, int, int, bool, list[TopicPartition]]] = []
+        self.opened: list[OpenedNext | None] = []
 
     async def write_markers(self, producer_id: int, producer_epoch: int,
                             coordinator_epoch: int, commit: bool,
-                            partitions: Iterable[TopicPartition]
+                            partitions: Iterable[TopicPartition],
+                            opened: OpenedNext | None = None
                             ) -> dict[TopicPartition, MarkerError]:
         asked = list(partitions)
+        self.opened.append(opened)
         self.asked.append((producer_id, producer_epoch, coordinator_epoch, commit, asked))
         return {tp: self.answers[tp] for tp in asked}
 
@@ -49,6 +53,7 @@ class GroupAnswers(GroupOffsetsCompleter):
         super().__init__(MetadataCache(KeySpace("test")), _no_network)
         self.answers = answers or {}
         self.asked: list[tuple[int, int, int, bool, list[TopicPartition]]] = []
+        self.opened: list[OpenedNext | None] = []
 
     async def complete(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                        commit: bool, partitions: Iterable[TopicPartition]

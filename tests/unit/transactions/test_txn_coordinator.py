@@ -16,6 +16,7 @@ from services.transactions.txn_records import decode_value
 from services.transactions.txn_requests import ProducerIdAndEpoch
 from services.transactions.txn_state import TxnState
 from strand.coordination.shard_log import Record
+from strand.coordination.txn_verifier import OpenedNext
 from strand.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
@@ -35,14 +36,17 @@ class Markers:
     def __init__(self, broken: bool = False) -> None:
         self.broken = broken
         self.written: list[tuple[int, int, int, bool, tuple[TopicPartition, ...]]] = []
+        self.opened: list[OpenedNext | None] = []
 
     async def write_markers(self, producer_id: int, producer_epoch: int,
                             coordinator_epoch: int, commit: bool,
-                            partitions: Collection[TopicPartition]) -> None:
+                            partitions: Collection[TopicPartition],
+                            opened: OpenedNext | None = None) -> None:
         if self.broken:
             raise NotLeaderOrFollowerError("orders-0: the leader moved")
         self.written.append((producer_id, producer_epoch, coordinator_epoch, commit,
                              tuple(partitions)))
+        self.opened.append(opened)
 
 
 class Clock:
@@ -332,10 +336,11 @@ class GatedMarkers(Markers):
 
     async def write_markers(self, producer_id: int, producer_epoch: int,
                             coordinator_epoch: int, commit: bool,
-                            partitions: Collection[TopicPartition]) -> None:
+                            partitions: Collection[TopicPartition],
+                            opened: OpenedNext | None = None) -> None:
         await self.release.wait()
         await super().write_markers(producer_id, producer_epoch, coordinator_epoch, commit,
-                                    partitions)
+                                    partitions, opened)
 
 
 class HoldLog(MemoryLog):

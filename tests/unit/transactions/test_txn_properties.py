@@ -136,15 +136,21 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if transit is not None:
             self._write(metadata, transit)
 
-    @rule(tid=ids, commit=st.booleans())
-    def end(self, tid: str, commit: bool) -> None:
+    @rule(tid=ids, commit=st.booleans(), opens=st.one_of(st.just([]), partitions),
+          keep_epoch=st.booleans())
+    def end(self, tid: str, commit: bool, opens: list[tuple[str, int]] | None = None,
+            keep_epoch: bool = False) -> None:
+        """EndTxn; with ``opens``, the next transaction begins in the same record;
+        ``keep_epoch``: a Kafka client's (transaction version 1)."""
+        if keep_epoch and opens:
+            return
         metadata = self._metadata(tid)
         if metadata is None or metadata.producer_epoch < 0:
             return
         self._remember(tid)  # an end moves the id to its next epoch
         transit = self._attempt(metadata, lambda: end_txn(
             metadata, tid, metadata.producer_id, metadata.producer_epoch, commit,
-            self.shard.now_ms))
+            self.shard.now_ms, opens=opens or (), keep_epoch=keep_epoch))
         if transit is not None:
             self._write(metadata, transit)
 

@@ -9,6 +9,7 @@ import pytest
 
 from services.transactions.txn_metadata import (
     MAX_EPOCH,
+    Completion,
     IllegalTransitionError,
     TransactionMetadata,
 )
@@ -97,6 +98,70 @@ def test_a_transaction_commits_and_the_next_begins() -> None:
                                      [("orders", 1)], 5_000))
     again = add_partitions(metadata, "app", metadata.producer_id, 1, [("orders", 1)], 5_000)
     assert again is not None and again.start_ms == 5_000 and again.state is S.ONGOING
+
+
+def test_a_commit_opens_the_next_transaction_in_the_same_record() -> None:
+    shard = Shard()
+    metadata = shard.open("app", ("orders", 0), ("audit", 3))
+    pid = metadata.producer_id
+    unchanged(metadata, InvalidRequestError, lambda: end_txn(
+        metadata, "app", pid, 0, True, shard.now_ms, opens=[("", 1)]))
+    shard.now_ms = 7_000
+    both = end_txn(metadata, "app", pid, 0, True, shard.now_ms,
+                   opens=[("orders", 0), ("audit", 3)])
+    assert both is not None and both.state is S.ONGOING
+    assert (both.producer_epoch, both.last_producer_epoch, both.start_ms) == (1, 0, 7_000)
+    assert both.partitions == {("orders", 0), ("audit", 3)}
+    assert both.completing is not None and both.completing.producer_epoch == 0
+    shard.write(metadata, both)
+    assert shard.reloaded().get("app") == metadata  # one record says it all
+    # the next transaction has its partitions: no AddPartitions write, no question
+    assert add_partitions(metadata, "app", pid, 1, [("orders", 0)], shard.now_ms) is None
+    assert verify_partitions(metadata, "app", pid, 1, [("audit", 3)]) == {
+        ("audit", 3): ErrorCode.NONE}
+    # the ended one's end, repeated (its answer lost), is answered; its opposite is not
+    for _ in ("markers due", "markers written"):
+        assert end_txn(metadata, "app", pid, 0, True, shard.now_ms) is None
+        unchanged(metadata, InvalidTxnStateError,
+                  lambda: end_txn(metadata, "app", pid, 0, False, shard.now_ms))
+        if metadata.completing is not None:
+            shard.finish("app")
+    assert metadata.state is S.ONGOING and metadata.completing is None
+    # ended unused (an abort of nothing): the id moves on without a fence
+    abort = end_txn(metadata, "app", pid, 1, False, shard.now_ms)
+    assert abort is not None and abort.state is S.PREPARE_ABORT and abort.producer_epoch == 2
+    # a fence opens nothing
+    with pytest.raises(IllegalTransitionError):
+        end_txn(metadata, "app", pid, 1, False, shard.now_ms, from_client=False,
+                opens=[("orders", 0)])
+
+
+def test_a_kafka_clients_end_keeps_its_epoch() -> None:
+    """Transaction version 1 (a Kafka client's EndTxn before v5): Prepare* and the
+    markers under the same epoch; the next transaction waits for them, then writes
+    under that epoch again."""
+    shard = Shard()
+    metadata = shard.open("app", ("orders", 0))
+    pid = metadata.producer_id
+    prepare = end_txn(metadata, "app", pid, 0, True, shard.now_ms, keep_epoch=True)
+    assert prepare is not None and prepare.state is S.PREPARE_COMMIT
+    assert (prepare.producer_epoch, prepare.completing) == (0, None)
+    with pytest.raises(IllegalTransitionError):
+        metadata.prepare_end(True, shard.now_ms, opens=frozenset({("orders", 0)}),
+                             keep_epoch=True)
+    shard.write(metadata, prepare)
+    assert metadata.completion_due() == Completion(pid, 0, True, frozenset({("orders", 0)}))
+    unchanged(metadata, ConcurrentTransactionsError, lambda: end_txn(
+        metadata, "app", pid, 0, True, shard.now_ms, keep_epoch=True))  # still completing
+    unchanged(metadata, ConcurrentTransactionsError, lambda: add_partitions(
+        metadata, "app", pid, 0, [("orders", 1)], shard.now_ms))
+    shard.finish("app")
+    assert metadata.state is S.COMPLETE_COMMIT and metadata.producer_epoch == 0
+    assert end_txn(metadata, "app", pid, 0, True, shard.now_ms, keep_epoch=True) is None
+    again = add_partitions(metadata, "app", pid, 0, [("orders", 1)], shard.now_ms)
+    assert again is not None and again.producer_epoch == 0
+    shard.write(metadata, again)
+    assert shard.reloaded().get("app") == metadata
 
 
 def test_commit_with_no_open_transaction_is_invalid_txn_state() -> None:
