@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.storage.disk import DiskExecutor
-from services.storage.errors import fail_partition
+from services.storage.leader_lookups import on_leaders
 from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
 from strand.errors import FencedLeaderEpochError, UnknownLeaderEpochError
@@ -61,29 +61,13 @@ class EpochEndLookup:
     async def end_offsets(self, queries: Sequence[EpochEndQuery]) -> list[EpochEndAnswer]:
         """One answer per query, in the same order."""
         answers = [EpochEndAnswer(q.topic, q.partition) for q in queries]
-        found: list[tuple[EpochEndAnswer, EpochEndQuery, Replica]] = []
-        for answer, query in zip(answers, queries, strict=True):
-            try:
-                replica = self.manager.leader_replica(query.topic, query.partition)
-                check_current_epoch(query, replica.record.leader_epoch)
-            except Exception as exc:
-                fail_partition(answer, exc, "offset for leader epoch")
-                continue
-            found.append((answer, query, replica))
-        if not found:
-            return answers
 
-        def lookup_all() -> None:
-            for answer, query, replica in found:
-                try:
-                    answer.leader_epoch, answer.end_offset = replica.log.end_offset_for_epoch(
-                        query.leader_epoch)
-                except Exception as exc:
-                    fail_partition(answer, exc, "offset for leader epoch")
+        def lookup(answer: EpochEndAnswer, query: EpochEndQuery, replica: Replica) -> None:
+            answer.leader_epoch, answer.end_offset = replica.log.end_offset_for_epoch(
+                query.leader_epoch)
 
-        try:
-            await self.disk.run(lookup_all, [replica for _, _, replica in found])
-        except Exception as exc:
-            for answer, _, _ in found:
-                fail_partition(answer, exc, "offset for leader epoch")
+        await on_leaders(self.manager, self.disk, queries, answers,
+                         lambda query, replica: check_current_epoch(
+                             query, replica.record.leader_epoch),
+                         lookup, "offset for leader epoch")
         return answers

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.storage.disk import DiskExecutor
-from services.storage.errors import fail_partition
+from services.storage.leader_lookups import on_leaders
 from services.storage.replica import Replica
 from services.storage.replica_manager import ReplicaManager
 from strand.errors import InvalidRequestError
@@ -53,35 +53,18 @@ class OffsetLookup:
                            read_committed: bool) -> list[OffsetAnswer]:
         """One answer per query, in the same order."""
         answers = [OffsetAnswer(q.topic, q.partition) for q in queries]
-        found: list[tuple[OffsetAnswer, OffsetQuery, Replica]] = []
-        for answer, query in zip(answers, queries, strict=True):
-            try:
-                if query.timestamp < EARLIEST:
-                    raise InvalidRequestError(
-                        f"timestamp {query.timestamp}: expected -1 (latest), -2 (earliest) "
-                        "or a timestamp >= 0")
-                replica = self.manager.leader_replica(query.topic, query.partition)
-            except Exception as exc:
-                fail_partition(answer, exc, "list offsets")
-                continue
-            found.append((answer, query, replica))
-        if not found:
-            return answers
-
-        def lookup_all() -> None:
-            for answer, query, replica in found:
-                try:
-                    _lookup(answer, query, replica.log, replica.record.leader_epoch,
-                            read_committed)
-                except Exception as exc:
-                    fail_partition(answer, exc, "list offsets")
-
-        try:
-            await self.disk.run(lookup_all, [replica for _, _, replica in found])
-        except Exception as exc:
-            for answer, _, _ in found:
-                fail_partition(answer, exc, "list offsets")
+        await on_leaders(self.manager, self.disk, queries, answers, _check,
+                         lambda answer, query, replica: _lookup(
+                             answer, query, replica.log, replica.record.leader_epoch,
+                             read_committed), "list offsets")
         return answers
+
+
+def _check(query: OffsetQuery, replica: Replica) -> None:
+    if query.timestamp < EARLIEST:
+        raise InvalidRequestError(
+            f"timestamp {query.timestamp}: expected -1 (latest), -2 (earliest) "
+            "or a timestamp >= 0")
 
 
 def _lookup(answer: OffsetAnswer, query: OffsetQuery, partition_log: PartitionLog,
