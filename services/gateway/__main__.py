@@ -16,6 +16,7 @@ from services.gateway.server import (
 )
 from strand.security.principal import Principal
 from strand.security.sessions import DEFAULT_LIFETIME_S
+from strand.security.tls import ServiceTls
 from strand.service.entry import etcd_endpoints, etcd_tls, new_parser, run_service, service_tls
 
 _TRUE = ("1", "true", "yes", "on")
@@ -90,18 +91,20 @@ def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _kafka(parser: argparse.ArgumentParser, args: argparse.Namespace,
-           tls: object) -> KafkaListenerSettings | None:
+           tls: ServiceTls | None) -> KafkaListenerSettings | None:
+    """The Kafka listener's settings; with the gateway's TLS it serves TLS too (its
+    certificate, CA and client certificate check: docs/kafka.md)."""
     if not args.kafka_listen:
         if args.kafka_advertise:
             parser.error("--kafka-advertise needs --kafka-listen")
         return None
-    if tls is not None:
-        parser.error("--kafka-listen serves plaintext only, and this gateway serves TLS: "
-                     "leave the Kafka listener off (TLS on it is not supported yet)")
     try:
         return KafkaListenerSettings(args.kafka_listen,
                                      args.kafka_advertise or args.kafka_listen,
-                                     args.kafka_max_request_bytes)
+                                     args.kafka_max_request_bytes,
+                                     tls=tls.server if tls is not None else None,
+                                     service_names=tls.service_names if tls is not None
+                                     else ())
     except ValueError as exc:
         hint = ("" if args.kafka_advertise else
                 " (--kafka-listen binds every interface: set --kafka-advertise)")

@@ -69,10 +69,19 @@ class GatewaySettings:
     kafka: KafkaListenerSettings | None = None  # None: no Kafka-protocol listener
 
 
-def _unavailable(address: str, exc: grpc.aio.AioRpcError) -> NodeUnavailable:
+# Calls whose request may have been carried out by a node that did not answer.
+_WRITES = frozenset({"Produce", "WriteTxnMarkers"})
+
+
+def _unavailable(address: str, exc: grpc.aio.AioRpcError,
+                 written: bool = False) -> NodeUnavailable:
     # A timeout is the client's to retry; otherwise the leader is gone or moving: the
-    # client refreshes metadata and retries.
-    code = (ErrorCode.REQUEST_TIMED_OUT if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    # client refreshes metadata and retries. A write the node may have made before it
+    # went away is a timeout too, never NOT_LEADER_OR_FOLLOWER, which tells a Kafka
+    # client "not written": librdkafka's idempotent producer then takes a new epoch
+    # and sends the batch again, a duplicate (seen by the fault harness).
+    code = (ErrorCode.REQUEST_TIMED_OUT
+            if written or exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
             else ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return NodeUnavailable(code, f"leader {address}: {exc.code().name} {exc.details()}")
 
@@ -410,7 +419,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         try:
             return await getattr(stub, method)(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise _unavailable(address, exc) from exc
+            raise _unavailable(address, exc, method in _WRITES) from exc
 
     # -- metadata and configs (answered from the cache) ----------------------------------------
 

@@ -131,10 +131,10 @@ class Cluster:
     @property
     def kafka_bootstrap(self) -> str:
         """The address Kafka clients connect to: the first gateway's Kafka listener
-        (none with TLS: the Kafka listener is plaintext only)."""
+        (TLS when the cluster's ``tls`` is set: SSL or SASL_SSL)."""
         port = self.kafka_ports.get(self.gateway.id)
         if port is None:
-            raise RuntimeError("this cluster's gateways serve no Kafka listener (TLS)")
+            raise RuntimeError("the first gateway has not been started: no Kafka listener yet")
         return f"{LOCALHOST}:{port}"
 
     @property
@@ -220,13 +220,13 @@ class Cluster:
 
     def gateway_node(self, index: int = 0, port: int | None = None) -> ServiceProcess:
         process_id = f"gateway-{index}" if index else "gateway"
-        kafka: list[str] = []
-        if self.spec.tls is None:  # each gateway advertises itself (kept across a restart)
-            kafka_port = self.kafka_ports.get(process_id) or self.unused_port(
-                None if index else self.spec.kafka_port)
-            self.kafka_ports[process_id] = kafka_port
-            kafka = ["--kafka-listen", f"{LOCALHOST}:{kafka_port}"]
-        return self._service("gateway", process_id, port, *kafka, *self.spec.gateway_args)
+        # Each gateway advertises itself (its port kept across a restart); with the
+        # cluster's TLS the Kafka port serves TLS too (the gateway's certificate).
+        kafka_port = self.kafka_ports.get(process_id) or self.unused_port(
+            None if index else self.spec.kafka_port)
+        self.kafka_ports[process_id] = kafka_port
+        return self._service("gateway", process_id, port, "--kafka-listen",
+                             f"{LOCALHOST}:{kafka_port}", *self.spec.gateway_args)
 
     def group_coordinator(self, index: int, port: int | None = None,
                           args: Sequence[str] = ()) -> ServiceProcess:

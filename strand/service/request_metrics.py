@@ -2,7 +2,9 @@
 from Kafka's ``RequestMetrics``: ``strand_requests_total`` (``RequestsPerSec``) and
 the ``strand_request_total_time_seconds`` histogram (``TotalTimeMs``), both by
 ``request`` (the API: ``Produce``, ``Fetch``, ``JoinGroup``…), ``service`` (which
-gRPC service served it) and ``status`` (OK or the gRPC status code's name)."""
+gRPC service served it; ``kafka`` for the gateway's Kafka listener, whose ``request``
+is Kafka's API name) and ``status`` (OK or the gRPC status code's name; CLOSED for a
+Kafka request that closed its connection instead of being answered)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any
 import grpc
 from opentelemetry import metrics
 
-__all__ = ["REQUEST_LATENCY_BUCKETS_S", "RequestMetricsInterceptor", "api_of"]
+__all__ = ["REQUEST_LATENCY_BUCKETS_S", "RequestMeters", "RequestMetricsInterceptor",
+           "api_of"]
 
 # Seconds: a fetch's long poll (500 ms), an acks=all produce (a few ms) and a
 # metadata call (well under 1 ms) all land in a bucket of their own.
@@ -29,8 +32,8 @@ def api_of(method: str) -> tuple[str, str]:
     return api or method, service
 
 
-class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Counts and times every unary request by API, service and status."""
+class RequestMeters:
+    """The two instruments; :meth:`record` one request served (by any server)."""
 
     def __init__(self, source: metrics.Meter) -> None:
         self.requests = source.create_counter(
@@ -38,6 +41,18 @@ class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mis
         self.total_time = source.create_histogram(
             REQUEST_TOTAL_TIME, unit="s",
             description="time from a request's arrival to its answer, by API")
+
+    def record(self, api: str, service: str, status: str, seconds: float) -> None:
+        attributes = {"request": api, "service": service, "status": status}
+        self.requests.add(1, attributes)
+        self.total_time.record(seconds, attributes)
+
+
+class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Counts and times every unary request by API, service and status."""
+
+    def __init__(self, source: metrics.Meter) -> None:
+        self.meters = RequestMeters(source)
 
     async def intercept_service(
         self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
@@ -48,7 +63,7 @@ class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mis
             return handler
         inner = handler.unary_unary
         api, service = api_of(handler_call_details.method)
-        requests, total_time = self.requests, self.total_time
+        meters = self.meters
 
         async def timed(request: Any, context: grpc.aio.ServicerContext) -> Any:
             start = time.perf_counter()
@@ -60,9 +75,7 @@ class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mis
                 status = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
                 raise
             finally:
-                attributes = {"request": api, "service": service, "status": status}
-                requests.add(1, attributes)
-                total_time.record(time.perf_counter() - start, attributes)
+                meters.record(api, service, status, time.perf_counter() - start)
 
         return grpc.unary_unary_rpc_method_handler(
             timed, request_deserializer=handler.request_deserializer,

@@ -25,6 +25,7 @@ from types import FrameType
 from .exactly_once import ExactlyOnceSettings
 from .faults import KINDS
 from .group_workload import GroupSettings
+from .kafka_workload import KafkaSettings
 from .runner import ChaosConfig, run
 from .summary import print_summary
 from .txn_workload import TxnSettings
@@ -72,6 +73,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
                              "(0: no pipeline)")
     parser.add_argument("--pipeline-rate", type=float, default=20,
                         help="records/s fed to the pipeline's input")
+    parser.add_argument("--kafka-workloads", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="confluent-kafka clients through the gateway's Kafka "
+                             "listener: an idempotent writer and a reader on the chaos "
+                             "topic, a second read-back through it, a transactional "
+                             "producer and a read_committed reader on chaos-txa/chaos-txb")
+    parser.add_argument("--kafka-rate", type=float, default=50,
+                        help="records/s per confluent-kafka writer")
     parser.add_argument("--workdir", type=Path, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directory (logs, data) even when the run passed")
@@ -95,7 +104,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[ChaosConfig, bool]:
                              transactional_producers=args.transactional_producers,
                              pipeline_workers=args.pipeline_workers,
                              pipeline_rate=args.pipeline_rate,
-                             txn=TxnSettings(rate=args.txn_rate)))
+                             txn=TxnSettings(rate=args.txn_rate)),
+                         kafka=KafkaSettings(rate=args.kafka_rate) if args.kafka_workloads
+                         else KafkaSettings(writers=0, tail_readers=0,
+                                            transactional_producers=0))
     return config, args.json
 
 

@@ -50,6 +50,7 @@ from .history import (
     History,
     ReplicaResult,
 )
+from .kafka_checker import kafka_info, merge, read_back_view
 from .pipeline_checker import PIPELINE_CHECKS, check_pipeline, pipeline_info
 from .txn_checker import TXN_CHECKS, check_txns, txn_info, txn_observations
 
@@ -81,6 +82,8 @@ def check_lost(history: History) -> list[Anomaly]:
         here = final.get((send.partition, send.offset))
         if here == send.value:
             continue
+        if send.offset < 0 and where.get(send.value):  # acknowledged without an offset
+            continue
         if send.partition not in history.final_complete:
             why = "its partition could not be read back"
         elif where.get(send.value):
@@ -110,7 +113,7 @@ def check_divergence(history: History) -> list[Anomaly]:
 
     topic = history.topic
     for send in history.sends:
-        if send.outcome == OK:
+        if send.outcome == OK and send.offset >= 0:
             observe((topic, send.partition, send.offset), send.value, send.t_done, "ack")
     for read in history.reads:
         observe((topic, read.partition, read.offset), read.value, read.t, read.session)
@@ -294,6 +297,8 @@ class Row:
     txn_lost: int = 0
     pipeline_dup: int = 0
     pipeline_missing: int = 0
+    # Of ``acked``: the confluent-kafka writers' (through the gateway's Kafka listener).
+    kafka_acked: int = 0
 
     @property
     def replica_mismatches(self) -> int:
@@ -368,9 +373,12 @@ def check(history: History) -> Report:
                                f"{_why_unrecovered(fault.crashed)}")
     if not history.final_recovered:
         unrecovered.append(f"after the run: {_why_unrecovered(history.final_crashed)}")
+    kafka_writers = tuple(f"{name}:" for name in history.kafka_writers)
     for send in history.sends:
         if send.outcome == OK:
             row(charge(send.t_done)).acked += 1
+            if kafka_writers and send.value.startswith(kafka_writers):
+                row(charge(send.t_done)).kafka_acked += 1
         elif send.outcome in (AMBIGUOUS, PENDING):
             row(charge(send.t_done if send.t_done >= 0 else send.t_send)).ambiguous += 1
     group = check_group(history)
@@ -385,6 +393,10 @@ def check(history: History) -> Report:
                  "order": check_order(history), "phantom": check_phantom(history),
                  **group.anomalies, "duplicate": check_duplicates(history),
                  **check_txns(history), **check_pipeline(history)}
+    view = read_back_view(history)
+    if view is not None:  # the same checks on the confluent-kafka read-back
+        anomalies["lost"] = merge(anomalies["lost"], check_lost(view))
+        anomalies["duplicate"] = merge(anomalies["duplicate"], check_duplicates(view))
     for name, found in anomalies.items():
         for anomaly in found:
             target = row(charge(anomaly.t, forward=name in FORWARD))
@@ -409,6 +421,7 @@ def check(history: History) -> Report:
     report.info["group"] = group.info
     report.info["transactions"] = txn_info(history)
     report.info["pipeline"] = pipeline_info(history)
+    report.info["kafka"] = kafka_info(history)
     return report
 
 

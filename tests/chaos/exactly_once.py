@@ -52,6 +52,8 @@ class ExactlyOnceWorkloads:
         bootstrap = cluster.bootstrap
         tps = {t: [(t, p) for p in range(n)] for t, n in TXN_TOPICS.items()}
         first, second = tps.values()
+        # What the confluent-kafka transactional producers write too (kafka_workload.py).
+        self.txn_topics = (first, second) if settings.transactional_producers else None
         self.writers = [TxnWriter(f"chaos-tx-{i}", bootstrap, (first, second), history.txns,
                                   history.txn_errors, self.stop_producers,
                                   random.Random(rng.random()), settings.txn)

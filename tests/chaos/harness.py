@@ -204,6 +204,11 @@ class ChaosCluster:
     def bootstrap(self) -> str:
         return self._cluster().bootstrap
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The gateway's Kafka listener (the launcher gives every gateway one)."""
+        return self._cluster().kafka_bootstrap
+
     def data_dir(self, node: int) -> Path:
         return self.workdir / f"data-{node}"
 

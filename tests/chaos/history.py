@@ -15,6 +15,10 @@ AMBIGUOUS = "ambiguous"  # may or may not have been written (timeouts, lost answ
 PENDING = "pending"  # never completed before the producer was closed: ambiguous too
 
 FINAL_SESSION = "final"  # the read-back after every fault is healed
+KAFKA_FINAL_SESSION = "kafka-final"  # the second read-back, through confluent-kafka
+KAFKA_TAIL = "ktail"  # the confluent-kafka tail readers' names start so
+KAFKA_TXN_PREFIX = "chaos-ktx-"  # the confluent-kafka transactional ids
+KAFKA_TXN_READER = "ktxn"  # the confluent-kafka read_committed reader's sessions
 
 # How a transaction of the transactional workloads ended.
 COMMITTED = "committed"  # commit_transaction() returned: all of it must be visible
@@ -217,3 +221,13 @@ class History:
     # Errors the transactional producers, readers and pipeline workers got over
     # (retried or replaced: not failures by themselves).
     txn_errors: list[str] = field(default_factory=list)
+    # The confluent-kafka workloads (kafka_workload.py): their sends are in ``sends``
+    # (writers named here), their reads in ``reads``; the second read-back (session
+    # KAFKA_FINAL_SESSION) got through to the high watermarks of
+    # ``kafka_final_complete``. Fatal errors each replaced a Producer.
+    kafka_writers: list[str] = field(default_factory=list)
+    kafka_read_back: bool = False  # the confluent-kafka read-back ran (then it is checked)
+    kafka_final_complete: set[int] = field(default_factory=set)
+    kafka_final_hw: dict[int, int] = field(default_factory=dict)
+    kafka_errors: list[str] = field(default_factory=list)
+    kafka_fatal: list[str] = field(default_factory=list)

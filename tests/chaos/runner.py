@@ -41,6 +41,7 @@ from .faults import KINDS, Faults, schedule
 from .group_workload import GroupSettings, GroupWorkload
 from .harness import ChaosCluster
 from .history import OK, FaultEvent, History, Read, ReplicaResult, Send
+from .kafka_workload import KafkaSettings, KafkaWorkloads
 from .workload import ProducerSettings, RewindReader, TailReader, Writer, read_back
 
 
@@ -64,6 +65,8 @@ class ChaosConfig:
     topic: str = "chaos"
     group: GroupSettings = field(default_factory=GroupSettings)  # members=0: no group
     exactly_once: ExactlyOnceSettings = field(default_factory=ExactlyOnceSettings)
+    # confluent-kafka writers and readers through the gateway's Kafka listener.
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
     # Of the leader faults, the share aimed at the group's __consumer_offsets leader.
     offsets_share: float = 0.34
     workdir: Path | None = None  # default: a new temporary directory
@@ -171,18 +174,24 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
     readers.append(RewindReader("rewind", cluster.bootstrap, config.topic, config.partitions,
                                 reads, history.reader_errors, stop_readers,
                                 random.Random(rng.random())))
+    kafka = KafkaWorkloads(cluster, config.topic, config.partitions, config.kafka, history,
+                           stop_writers, stop_readers,
+                           random.Random(f"kafka-{config.seed}"),  # the faults' rng untouched
+                           exactly_once.txn_topics, config.exactly_once.txn)
     group = (GroupWorkload(cluster, config.topic, config.group, history,
                            random.Random(rng.random()), errors, say)
              if config.group.members > 0 else None)
     for thread in [*writers, *readers, *([group] if group else [])]:
         thread.start()
     exactly_once.start()
+    kafka.start()
     try:
         _inject_faults(cluster, config, history, rng, say)
     except BaseException:  # interrupted or broken: no read-back, just stop (the
         stop_writers.set()  # threads are daemons; run() stops the cluster)
         stop_readers.set()
         exactly_once.abort()
+        kafka.close()
         if group is not None:
             group.abort()
         raise
@@ -192,6 +201,7 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
         writer.join(60)
         if writer.error is not None:
             errors.append(f"{writer.name}: {writer.error!r}")
+    kafka.join_writers(errors)
     exactly_once.stop_writing()
     history.final_recovered, history.final_crashed = _recover(
         cluster, config, say, "after the run")
@@ -202,10 +212,17 @@ def _run_workload(cluster: ChaosCluster, config: ChaosConfig, history: History,
         group.stop()
     for reader in readers:
         reader.join(30)
+    kafka.join_readers()
     say("reading every partition back")
     history.final_complete, history.final_hw = read_back(
         cluster.bootstrap, config.topic, config.partitions, reads, timeout=60, log=say)
     say(f"read back {sorted(history.final_complete)} to high watermarks {history.final_hw}")
+    if kafka.writers or kafka.readers:
+        say("reading every partition back through confluent-kafka")
+    kafka.read_back(timeout=60, log=say)
+    if history.kafka_read_back:
+        say(f"read back {sorted(history.kafka_final_complete)} to high watermarks "
+            f"{history.kafka_final_hw} (confluent-kafka)")
     exactly_once.read_back(timeout=60)
     _check_replicas(cluster, config, history, say, final=True)
     history.t_end = time.monotonic()

@@ -10,11 +10,14 @@ from rich.table import Table
 
 from strand.launcher import service_logs
 
+from .faults import KINDS
+
 if TYPE_CHECKING:
     from .checker import Row
     from .runner import RunResult
 
-COLUMNS = ("injections", "acked", "lost", "divergence", "order", "phantom", "ambiguous",
+COLUMNS = ("injections", "acked", "kafka acked", "lost", "divergence", "order", "phantom",
+           "ambiguous",
            "replicas identical", "recovered", "group reads", "owner changes", "re-read",
            "skipped", "dup", "txns", "aborted reads", "torn", "past LSO", "txns lost",
            "pipe dup", "pipe missing")
@@ -31,7 +34,8 @@ def _cells(row: Row) -> list[str]:
     recovered = f"{row.recovered}/{row.injections}" if row.injections else "-"
     if row.recovered < row.injections:
         recovered = f"[bold red]{recovered}[/]"
-    return [str(row.injections), str(row.acked), bad(row.lost), bad(row.divergence),
+    return [str(row.injections), str(row.acked), str(row.kafka_acked), bad(row.lost),
+            bad(row.divergence),
             bad(row.order), bad(row.phantom), str(row.ambiguous), replicas, recovered,
             str(row.group_reads), str(row.owner_changes), bad(row.reread), bad(row.skipped),
             bad(row.duplicate), str(row.txns_committed), bad(row.aborted_read), bad(row.torn),
@@ -47,7 +51,7 @@ def build_table(result: RunResult) -> Table:
              f"RF {config.replication_factor}, min.insync.replicas "
              f"{config.min_insync_replicas}, acks=all, cut mode {config.cut_mode}")
     table = Table(title=title, title_justify="left")
-    table.add_column("fault")
+    table.add_column("fault", min_width=max(map(len, KINDS)), no_wrap=True)
     for column in COLUMNS:
         table.add_column(column, justify="right")
     for row in report.rows:
@@ -58,7 +62,7 @@ def build_table(result: RunResult) -> Table:
 
 
 def print_summary(result: RunResult, file: IO[str]) -> None:
-    console = Console(file=file, width=280)
+    console = Console(file=file, width=300)
     report, info = result.report, result.report.info
     console.print(build_table(result))
     console.print(
@@ -86,11 +90,24 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
             f"transactions: {txns['transactions']} (intent->outcome {txns['outcomes']}); "
             f"read_committed reads {txns['reads']} ({txns['with_lso']} checked against "
             f"their fetch's LSO); final read {txns['final_records']} records", highlight=False)
+    kafka = info.get("kafka", {})
+    if kafka.get("writers") or kafka.get("live_sessions"):
+        console.print(
+            f"kafka (confluent-kafka, the gateway's Kafka listener): writers "
+            f"{kafka['writers']} sends {kafka['sends']} {kafka['outcomes']}; live reads "
+            f"{kafka['live_reads']} in {kafka['live_sessions']} sessions; final read "
+            f"{kafka['final_records']} records, high watermarks {kafka['final_hw']}, "
+            f"unreadable partitions {kafka['final_unreadable_partitions']}; acknowledged "
+            f"without an offset {kafka['acked_without_offset']}; fatal producer errors "
+            f"{len(kafka['fatal'])}; transactions (intent->outcome) {kafka['transactions']}, "
+            f"read_committed reads {kafka['committed_reads']}", highlight=False)
     if pipeline.get("inputs"):
         console.print(
             f"pipeline: inputs {pipeline['inputs']} ({pipeline['inputs_acked']} acknowledged), "
             f"outputs in the final read {pipeline['outputs']}", highlight=False)
-    console.print("lost: acknowledged but not read back at that offset | divergence: an offset "
+    console.print("kafka acked: of acked, through confluent-kafka | lost: acknowledged but not "
+                  "read back at that offset (by the SDK's or confluent-kafka's read-back) | "
+                  "divergence: an offset "
                   "yielded two values | order: a consumer's offsets went backwards | phantom: "
                   "read but never sent (or refused) | ambiguous: send timed out / not "
                   "answered (not an error) | replicas identical: partitions byte-identical on "
@@ -125,6 +142,12 @@ def print_summary(result: RunResult, file: IO[str]) -> None:
         console.print(f"group members' errors, first {len(group['errors'])}:")
         for error in group["errors"]:
             console.print(f"  {error}", highlight=False, markup=False)
+    for what in ("fatal", "errors"):
+        if kafka.get(what):
+            console.print(f"confluent-kafka clients' {what} (a new producer or session "
+                          f"followed), first {len(kafka[what])}:")
+            for error in kafka[what]:
+                console.print(f"  {error}", highlight=False, markup=False)
     if info.get("reader_errors"):
         console.print(f"consumer errors (new sessions followed), first "
                       f"{len(info['reader_errors'])}:")

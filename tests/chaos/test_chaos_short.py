@@ -10,6 +10,10 @@ owner of the group's shard, kill-transaction-coordinator at the owner of a live
 transactional id's shard. The exactly-once workloads run too: idempotent writers,
 transactional producers (committed, aborted and fenced transactions over 2 topics)
 followed by a read_committed reader, and the consume-transform-produce pipeline.
+So do Kafka's own clients, confluent-kafka through the gateway's Kafka listener: an
+idempotent writer, a read_committed tail reader and a second read-back of the chaos
+topic, a transactional producer (committed, aborted and fenced transactions) and a
+read_committed reader of the transactional topics, under the same checks.
 
 And that Strand passes: nothing acknowledged lost, no divergence, no order
 violation, no phantom, identical replicas, no group owner starting below or above
@@ -35,7 +39,8 @@ from strand.launcher import command_line
 from .exactly_once import PIPELINE_OUTPUT, TXN_TOPICS, ExactlyOnceSettings
 from .faults import KINDS
 from .group_workload import GroupSettings
-from .history import CLOSED, CRASHED, FINAL_SESSION
+from .history import CLOSED, COMMITTED, CRASHED, FINAL_SESSION, KAFKA_TAIL, KAFKA_TXN_PREFIX
+from .kafka_workload import KafkaSettings
 from .runner import ChaosConfig, RunResult, run
 from .summary import print_summary
 from .txn_workload import TxnSettings
@@ -48,6 +53,10 @@ STRICT = os.environ.get("STRAND_CHAOS_STRICT", "1") != "0"
 # hundreds of transactions and pipeline records, far above what the tests require.
 SHORT_EXACTLY_ONCE = ExactlyOnceSettings(pipeline_rate=10.0,
                                          txn=TxnSettings(rate=3.0, fence_share=0.1))
+
+# One idempotent confluent-kafka writer and one read_committed tail reader through the
+# gateway's Kafka listener, and the second read-back through it.
+SHORT_KAFKA = KafkaSettings(writers=1, rate=30.0, tail_readers=1)
 
 
 def _ours(pattern: str, markers: list[str]) -> list[str]:
@@ -72,12 +81,12 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
                          group=GroupSettings(members=3, churn=4, crash_share=0.4,
                                              session_timeout_ms=4000,
                                              heartbeat_interval_ms=400),
-                         exactly_once=SHORT_EXACTLY_ONCE)
+                         exactly_once=SHORT_EXACTLY_ONCE, kafka=SHORT_KAFKA)
     lines: list[str] = []
     result = run(config, log=lines.append)
     print("\n".join(lines))  # shown by pytest when a test fails
     print(json.dumps({key: result.report.info.get(key)  # the workloads' counts
-                      for key in ("transactions", "pipeline")}, default=str))
+                      for key in ("transactions", "pipeline", "kafka")}, default=str))
     return result
 
 
@@ -153,6 +162,36 @@ def test_the_exactly_once_workloads_ran(short_run: RunResult) -> None:
 
 @pytest.mark.chaos
 @pytest.mark.slow
+def test_the_kafka_workloads_ran(short_run: RunResult) -> None:
+    """confluent-kafka wrote through the gateway's Kafka listener, read live and read
+    everything back; the two protocols read each other's records."""
+    history, report = short_run.history, short_run.report
+    kafka = report.info["kafka"]
+    assert kafka["writers"] == ["k0"]
+    assert kafka["acked"] > 300, kafka
+    assert report.total.kafka_acked == kafka["acked"]
+    assert history.kafka_read_back and kafka["final_unreadable_partitions"] == []
+    assert kafka["final_records"] == report.info["final_records"] > kafka["acked"]
+    assert kafka["final_hw"] == report.info["final_hw"]
+    live = [r.value for r in history.reads if r.session.startswith(KAFKA_TAIL)]
+    assert kafka["live_reads"] == len(live) > 500
+    assert any(v.startswith("w") for v in live)  # the SDK writers' records
+    sdk_final = {r.value for r in history.reads if r.session == FINAL_SESSION}
+    assert any(v.startswith("k0:") for v in sdk_final)  # the SDK reads Kafka's batches
+    # Transactions through librdkafka (EndTxn < v5: one instance, epoch kept), read
+    # by both read_committed readers and read back.
+    outcomes = kafka["transactions"]
+    assert outcomes.get("commit->committed", 0) > 5 and outcomes.get("abort->aborted", 0) >= 1, \
+        outcomes
+    assert kafka["committed_reads"] > 0
+    kafka_values = {r.value for t in history.txns if t.txn_id.startswith(KAFKA_TXN_PREFIX)
+                    and t.outcome == COMMITTED for r in t.records}
+    final_txn_values = {r.value for r in history.txn_reads if r.session == FINAL_SESSION}
+    assert kafka_values & final_txn_values  # (all of them: txns lost, in the strict test)
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
 def test_the_report_is_complete(short_run: RunResult) -> None:
     report = short_run.report
     names = [row.fault for row in report.rows]
@@ -162,17 +201,18 @@ def test_the_report_is_complete(short_run: RunResult) -> None:
     table = out.getvalue()
     for kind in KINDS:
         assert kind in table
-    for column in ("lost", "divergence", "order", "phantom", "ambiguous", "identical",
-                   "group reads", "owner changes", "re-read", "skipped", "dup", "aborted reads",
-                   "torn", "past LSO", "txns lost", "pipe dup", "pipe missing"):
+    for column in ("kafka acked", "lost", "divergence", "order", "phantom", "ambiguous",
+                   "identical", "group reads", "owner changes", "re-read", "skipped", "dup",
+                   "aborted reads", "torn", "past LSO", "txns lost", "pipe dup", "pipe missing"):
         assert column in table
     data = json.loads(json.dumps(report.to_json()))
     assert data["rows"][-1]["fault"] == "total"
     assert {"lost", "divergence", "order", "phantom", "ambiguous", "replica_mismatches",
             "recovered", "group_reads", "owner_changes", "reread", "skipped", "duplicate",
             "aborted_read", "torn", "past_lso", "txn_lost", "pipeline_dup",
-            "pipeline_missing"} <= set(data["rows"][-1])
-    assert {"group", "transactions", "pipeline"} <= set(data["info"])
+            "pipeline_missing", "kafka_acked"} <= set(data["rows"][-1])
+    assert {"group", "transactions", "pipeline", "kafka"} <= set(data["info"])
+    assert "kafka (confluent-kafka" in table
 
 
 @pytest.mark.chaos
@@ -194,3 +234,5 @@ def test_strand_passes_every_check(short_run: RunResult) -> None:
     print_summary(short_run, out)
     assert not report.failed, out.getvalue()
     assert not report.unavailable, out.getvalue()
+    assert report.info["kafka"]["fatal"] == [], out.getvalue()  # the idempotent producer
+    # never gave up

@@ -1,7 +1,7 @@
 """The Kafka listener's admin APIs with unchanged Kafka admin clients against a local
 cluster of real processes: confluent-kafka's AdminClient (librdkafka) and
 kafka-python's KafkaAdminClient create, describe, alter and delete topics and their
-configs, add partitions and describe the cluster; the results agree with Strand's own
+configs, add partitions, list topics and describe the cluster; the results agree with Strand's own
 SDK both ways; OffsetForLeaderEpoch answers where each leader epoch ends after a
 leader change (raw kio requests)."""
 
@@ -336,6 +336,24 @@ def test_describe_cluster(cluster: Cluster, kafka_admin: AdminClient,
         1 << code for code in (5, 7, 8, 9, 10, 11, 12))
     assert [(b.broker_id, b.host, b.port) for b in answer.brokers] == [(0, host, int(port))]
     assert controllers.error_code == KafkaErrorCode.invalid_request
+
+
+def test_list_topics_lists_every_topic(cluster: Cluster, kafka_admin: AdminClient,
+                                       sdk: Admin) -> None:
+    """AdminClient.list_topics() asks Metadata (v12) for every topic with bytes after
+    the body (librdkafka's unshrunk array-count placeholder): answered, as Kafka does,
+    not a closed connection."""
+    topic = unique("listed")
+    sdk.create_topics([NewTopic(topic, 3, 1)])
+    listing = kafka_admin.list_topics(timeout=TIMEOUT_S)
+    assert topic in listing.topics
+    assert set(listing.topics) == set(sdk.list_topics(include_internal=True))
+    assert sorted(listing.topics[topic].partitions) == [0, 1, 2]
+    host, port = cluster.kafka_bootstrap.rsplit(":", 1)
+    assert [(b.id, str(b.host), b.port) for b in listing.brokers.values()] == [
+        (0, host, int(port))]
+    # One topic by name: the request without bytes after its body, answered alike.
+    assert list(kafka_admin.list_topics(topic, timeout=TIMEOUT_S).topics) == [topic]
 
 
 # -- OffsetForLeaderEpoch ----------------------------------------------------------------------

@@ -2,10 +2,13 @@
 authentication and enforces ACLs (the package's shared ``secured_cluster``):
 confluent-kafka's AdminClient (librdkafka) authenticates as Strand's users, its ACL
 calls agree with Strand's SDK both ways, and the authenticated principal is the one
-the gateway's ACLs judge."""
+the gateway's ACLs judge; SASL as Kafka's broker does it (a failed authentication
+closes the connection, a re-authentication keeps the principal, a session ends with
+its user's credential)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,19 +188,31 @@ def _scram(raw: RawKafkaClient, user: str, password: str) -> SaslAuthenticateRes
     return final
 
 
+def _describe_cluster(raw: RawKafkaClient) -> DescribeClusterResponse:
+    answer: DescribeClusterResponse = raw.call(
+        DescribeClusterRequest(include_cluster_authorized_operations=False),
+        DescribeClusterResponse)
+    return answer
+
+
+def _assert_closed(raw: RawKafkaClient) -> None:
+    """The listener closed the connection: the next request gets no answer."""
+    with pytest.raises(OSError):
+        _describe_cluster(raw)
+
+
 def test_a_wrong_password_is_refused(secured_cluster: Cluster,
                                      user: tuple[str, str]) -> None:
     with RawKafkaClient(secured_cluster.kafka_bootstrap) as raw:
         refused = _scram(raw, user[0], "wrong")
-    assert refused.error_code == KafkaErrorCode.sasl_authentication_failed
-    assert "invalid username or password" in (refused.error_message or "")
+        assert refused.error_code == KafkaErrorCode.sasl_authentication_failed
+        assert "invalid username or password" in (refused.error_message or "")
+        _assert_closed(raw)  # answered, then closed: as Kafka does
     with RawKafkaClient(secured_cluster.kafka_bootstrap) as raw:
         accepted = _scram(raw, *user)
         assert accepted.session_lifetime.total_seconds() > 0
         # Authenticated: the connection may now send other requests.
-        served = raw.call(DescribeClusterRequest(include_cluster_authorized_operations=False),
-                          DescribeClusterResponse)
-        assert served.error_code == KafkaErrorCode.none
+        assert _describe_cluster(raw).error_code == KafkaErrorCode.none
 
 
 def test_sasl_messages_out_of_order(secured_cluster: Cluster) -> None:
@@ -215,3 +230,47 @@ def test_sasl_messages_out_of_order(secured_cluster: Cluster) -> None:
                            SaslAuthenticateResponse)
         assert garbled.error_code == KafkaErrorCode.sasl_authentication_failed
         assert garbled.error_message
+
+
+def test_reauthentication_keeps_the_principal(secured_cluster: Cluster, sdk: Admin,
+                                              user: tuple[str, str]) -> None:
+    """KIP-368: a connection re-authenticates as the same user and goes on; as another
+    user it is refused (SASL_AUTHENTICATION_FAILED) and closed, as Kafka does."""
+    other = unique("other-user")
+    sdk.upsert_scram_user(other, f"{other}-secret")
+    with RawKafkaClient(secured_cluster.kafka_bootstrap) as raw:
+        assert _scram(raw, *user).error_code == KafkaErrorCode.none
+        again = _scram(raw, *user)
+        assert again.error_code == KafkaErrorCode.none
+        assert again.session_lifetime.total_seconds() > 0
+        assert _describe_cluster(raw).error_code == KafkaErrorCode.none
+        switched = _scram(raw, other, f"{other}-secret")
+        assert switched.error_code == KafkaErrorCode.sasl_authentication_failed
+        assert f"cannot change principals during re-authentication from User:{user[0]} " \
+            f"to User:{other}" in (switched.error_message or "")
+        _assert_closed(raw)
+
+
+def test_a_changed_credential_ends_the_connection(secured_cluster: Cluster,
+                                                  sdk: Admin) -> None:
+    """The session ends when its user's credential changes: the connection is closed
+    at its next request unless it re-authenticates (with the new password)."""
+    name = unique("rotating")
+    sdk.upsert_scram_user(name, "first-secret")
+    with RawKafkaClient(secured_cluster.kafka_bootstrap) as stale, \
+            RawKafkaClient(secured_cluster.kafka_bootstrap) as renewed:
+        for raw in (stale, renewed):
+            assert _scram(raw, name, "first-secret").error_code == KafkaErrorCode.none
+            assert _describe_cluster(raw).error_code == KafkaErrorCode.none
+        sdk.upsert_scram_user(name, "second-secret")
+        # Every gateway learns of it through etcd: until then the old session holds.
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                _describe_cluster(stale)
+            except OSError:
+                break  # closed: the session ended with the credential
+            assert time.monotonic() < deadline, "the changed credential never ended it"
+            time.sleep(0.2)
+        assert _scram(renewed, name, "second-secret").error_code == KafkaErrorCode.none
+        assert _describe_cluster(renewed).error_code == KafkaErrorCode.none

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -33,10 +34,17 @@ def encode_request(request: Any, correlation_id: int, client_id: str = "raw-test
 
 class RawKafkaClient:
     def __init__(self, address: str, timeout_s: float = 30.0,
-                 client_id: str = "raw-test") -> None:
+                 client_id: str = "raw-test", tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: speak TLS with this client context (the Kafka port of a TLS
+        gateway), the server's name checked against ``address``'s host."""
         host, _, port = address.rpartition(":")
         self.client_id = client_id
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        try:
+            self.sock = tls.wrap_socket(sock, server_hostname=host) if tls else sock
+        except BaseException:
+            sock.close()
+            raise
         self.correlation_id = 0
 
     def close(self) -> None:

@@ -216,7 +216,7 @@ startupProbe:
 
 {{/* A Deployment of one stateless Strand service:
      dict "root" $ "component" "controller" "service" "controller" "values" .Values.controller
-     "args" (list ...)
+     "args" (list ...), optionally "ports" (further container ports, YAML)
      With TLS (not the gateway) a StatefulSet under a headless Service instead: the
      others call each pod at the address it advertises, which its certificate must
      name, and a pod IP is known to no certificate; a StatefulSet pod has a stable
@@ -302,6 +302,9 @@ spec:
             {{- include "strand.podEnv" $root | nindent 12 }}
           ports:
             {{- include "strand.ports" $root | nindent 12 }}
+            {{- with .ports }}
+            {{- . | nindent 12 }}
+            {{- end }}
           {{- include "strand.grpcProbes" $root | nindent 10 }}
           resources:
             {{- toYaml .values.resources | nindent 12 }}

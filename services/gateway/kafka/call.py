@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from services.gateway.server import GatewayServicer
 
 __all__ = ["GATEWAY_BROKER_ID", "CallRefused", "Connection", "Handler", "KafkaCall",
-           "KafkaContext"]
+           "KafkaContext", "SaslExchange"]
 
 # The one Kafka broker every gateway presents itself as (see services.gateway.kafka.brokers).
 GATEWAY_BROKER_ID = 0
@@ -59,13 +59,36 @@ class KafkaContext:
 
 
 @dataclass(slots=True)
+class SaslExchange:
+    """A SASL exchange under way on a connection: the mechanism its SaslHandshake
+    named, and the gateway's id of the exchange once its first message is answered."""
+
+    mechanism: str
+    exchange_id: str = ""
+
+
+@dataclass(slots=True)
 class Connection:
-    """One client connection's state across its requests: who it is once
-    authenticated (None: not yet; the anonymous principal when the gateway requires
-    no authentication). A SASL handler sets ``principal`` when the exchange succeeds."""
+    """One client connection's state across its requests, as a Kafka broker keeps it
+    per channel.
+
+    ``principal``: who it is once authenticated (None: not yet; the anonymous
+    principal, or its client certificate's, when the gateway requires no SASL). A
+    successful SASL exchange sets ``principal``, ``mechanism`` and ``session_token``
+    (the gateway's session: :meth:`Authenticator.principal` tells when it lapsed or its
+    user's credential changed, KIP-368). ``closing`` says why the connection ends once
+    the answer being written is sent (a failed authentication, as Kafka closes it)."""
 
     peer_host: str
     principal: Principal | None = None
+    tls: bool = False  # the connection is TLS (SSL, SASL_SSL)
+    # Its verified client certificate is a service identity of the cluster (a super
+    # user while no SASL session replaces the certificate's principal).
+    service: bool = False
+    sasl: SaslExchange | None = None
+    mechanism: str | None = None
+    session_token: str | None = None
+    closing: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

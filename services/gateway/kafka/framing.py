@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ _API_VERSIONS_FIRST_FLEXIBLE = 3
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 _SIZE = struct.Struct(">i")
+log = logging.getLogger(__name__)
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
 _write_header_v0 = entity_writer(ResponseHeaderV0)
@@ -121,10 +123,15 @@ def decode_body(frame: bytes, header: RequestHeader, request_type: type[Any]) ->
         raise MalformedRequest(
             f"an unreadable {request_type.__name__} v{header.api_version} body: {exc}"
         ) from exc
-    if header.body_offset + size != len(frame):
-        raise MalformedRequest(
-            f"{len(frame) - header.body_offset - size} bytes left over after a "
-            f"{request_type.__name__} v{header.api_version} body")
+    left_over = len(frame) - header.body_offset - size
+    if left_over:
+        # Kafka's broker reads the body and ignores the rest of the frame, and clients
+        # rely on it: librdkafka (2.16 at least) asks Metadata v9+ for every topic with
+        # its 4-byte array-count placeholder left in place, a null compact array
+        # followed by 3 zero bytes (read as the next fields) and the real fields after.
+        log.debug("bytes after a kafka request body ignored, as Kafka does", extra={
+            "request": request_type.__name__, "api_version": header.api_version,
+            "left_over": left_over})
     return body
 
 

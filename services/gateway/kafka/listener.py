@@ -9,9 +9,16 @@ What a Kafka broker does, this does:
   connection (Kafka closes on a request it cannot parse), as do malformed frames and
   frames over the size limit (socket.request.max.bytes) — each logged, that
   connection alone;
-* while the gateway requires authentication, a connection not yet authenticated may
-  send only ApiVersions, SaslHandshake and SaslAuthenticate; anything else closes it
-  (Kafka's SASL authenticator does the same);
+* while the gateway requires authentication, a connection not yet authenticated (by
+  SASL or a client certificate) may send only ApiVersions, SaslHandshake and
+  SaslAuthenticate; anything else closes it (Kafka's SASL authenticator does the same);
+* a SASL session that lapsed, or whose user's credential changed, closes its connection
+  at the next request other than a re-authentication (KIP-368), and a failed
+  authentication closes it once answered (:mod:`.sasl`);
+* with the gateway's TLS (:mod:`.tls`) the port serves TLS only (SSL, SASL_SSL), a
+  verified client certificate naming the connection's principal;
+* every request answered is counted and timed as the gRPC ones are
+  (``strand_requests_total{service="kafka", request=<Kafka's API name>}``);
 * the caller of every request (principal, peer host, the header's client id) is set
   for the servicer's ACL and quota checks (``services.gateway.access.CALLER``), and
   the request-time quota meters the whole request (:mod:`.request_quota`);
@@ -22,7 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
+import functools
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,7 +56,12 @@ from services.gateway.kafka.framing import (
     read_frame,
 )
 from services.gateway.kafka.request_quota import served
-from strand.security.principal import ANONYMOUS
+from services.gateway.kafka.tls import KafkaTls, certificate_names
+from strand.errors import AuthenticationError
+from strand.security.principal import ANONYMOUS, Principal
+from strand.security.tls import ServerTls
+from strand.service.request_metrics import RequestMeters
+from strand.service.telemetry import meter
 
 if TYPE_CHECKING:
     from services.gateway.server import GatewayServicer
@@ -60,7 +75,17 @@ SASL_AUTHENTICATE_KEY = 36
 # What a connection may send before it is authenticated (Kafka's SASL rule).
 _BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY,
                                     SASL_AUTHENTICATE_KEY})
+# What a connection whose session lapsed may still send: a re-authentication (KIP-368).
+_REAUTHENTICATION = frozenset({SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
 _WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+# The request metrics' service of Kafka requests (gRPC's are the gRPC service's name).
+METRICS_SERVICE = "kafka"
+
+
+@functools.cache
+def api_name(api_key: int, api_version: int) -> str:
+    """Kafka's name of an API ("Produce"), as its request metrics name it."""
+    return load_request_schema(api_key, api_version).__name__.removesuffix("Request")
 
 
 def parse_address(text: str, what: str) -> tuple[str, int]:
@@ -77,6 +102,11 @@ class KafkaListenerSettings:
     advertise: str  # HOST:PORT Metadata tells clients (the gateways' one broker)
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     fetch_session_slots: int = DEFAULT_SLOTS
+    # The gateway's TLS (its --tls-* flags): the port then serves TLS only.
+    tls: ServerTls | None = None
+    # --tls-service-names: a client certificate matching one is a service of the
+    # cluster (a super user), as on the gRPC listener.
+    service_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         parse_address(self.listen, "--kafka-listen")
@@ -110,14 +140,19 @@ class KafkaListener:
         self.port = 0  # the bound port, once started
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.tls = KafkaTls(settings.tls) if settings.tls is not None else None
+        self.meters = RequestMeters(meter())
         install_session_cache(servicer, FetchSessionCache(settings.fetch_session_slots))
 
     async def start(self) -> None:
         host, port = parse_address(self.settings.listen, "--kafka-listen")
-        self._server = await asyncio.start_server(self._serve, host or None, port)
+        self._server = await asyncio.start_server(
+            self._serve, host or None, port,
+            ssl=self.tls.context if self.tls is not None else None)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("kafka listener serving", extra={
             "listen": self.settings.listen, "advertise": self.settings.advertise,
+            "tls": self.tls is not None,
             "apis": {key: list(versions) for key, versions in self.table.versions.items()}})
 
     async def close(self) -> None:
@@ -135,8 +170,7 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         host, peer = _peer(writer.get_extra_info("peername"))
-        required = self.servicer.authenticator.required
-        connection = Connection(host, None if required else ANONYMOUS)
+        connection = self._connection(host, writer)
         context = KafkaContext(peer)
         where = {"peer": peer}
         try:
@@ -164,8 +198,37 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    def _connection(self, host: str, writer: asyncio.StreamWriter) -> Connection:
+        """A new connection's state: over TLS, its verified certificate's names; its
+        principal before any SASL (the certificate's, anonymous, or None where
+        authentication is required)."""
+        tls = writer.get_extra_info("ssl_object")
+        names = certificate_names(tls.getpeercert()) if tls is not None else ()
+        principal: Principal | None
+        try:
+            principal = self.servicer.authenticator.principal(None, names[:1])
+        except AuthenticationError:
+            principal = None  # required: SASL first
+        service = any(fnmatch.fnmatchcase(name, pattern) for name in names
+                      for pattern in self.settings.service_names)
+        return Connection(host, principal, tls=tls is not None, service=service)
+
+    def _check_session(self, key: int, connection: Connection,
+                       where: dict[str, object]) -> None:
+        """Close a connection whose SASL session ended, unless it re-authenticates."""
+        if connection.session_token is None or key in _REAUTHENTICATION:
+            return
+        try:
+            self.servicer.authenticator.principal(connection.session_token, ())
+        except AuthenticationError as exc:
+            log.info("kafka client's SASL session ended and it did not re-authenticate: "
+                     "closing the connection", extra={**where, "error": str(exc),
+                                                      "principal": str(connection.principal)})
+            raise _Close from None
+
     async def _answer(self, frame: bytes, header: RequestHeader, connection: Connection,
                       context: KafkaContext, writer: asyncio.StreamWriter) -> None:
+        start = time.perf_counter()
         key, version = header.api_key, header.api_version
         where = {"peer": context.peer(), "api_key": key, "api_version": version,
                  "client_id": header.client_id}
@@ -182,18 +245,29 @@ class KafkaListener:
             log.warning("kafka request before authentication on a gateway that requires "
                         "it: closing the connection", extra=where)
             raise _Close
+        self._check_session(key, connection, where)
         request = decode_body(frame, header, load_request_schema(key, version))
         CALLER.set(Caller(connection.principal or ANONYMOUS, connection.peer_host,
+                          service=connection.service and connection.session_token is None,
                           client_id=header.client_id or ""))
         call = KafkaCall(api_key=key, api_version=version,
                          correlation_id=header.correlation_id, client_id=header.client_id,
                          servicer=self.servicer, context=context,
                          advertised_host=self.advertised[0],
                          advertised_port=self.advertised[1], connection=connection)
-        response = await served(self.servicer.throttling, self.table.handlers[key], request,
-                                call)
-        if response is None:
-            return
-        writer.write(encode_response(header.correlation_id, response,
-                                     header.flexible and key != API_VERSIONS_KEY))
-        await writer.drain()
+        status = "CLOSED"
+        try:
+            response = await served(self.servicer.throttling, self.table.handlers[key],
+                                    request, call)
+            if response is not None:
+                writer.write(encode_response(header.correlation_id, response,
+                                             header.flexible and key != API_VERSIONS_KEY))
+                await writer.drain()
+            status = "OK"
+        finally:
+            self.meters.record(api_name(key, version), METRICS_SERVICE, status,
+                               time.perf_counter() - start)
+        if connection.closing is not None:
+            log.info("kafka connection closed after its answer", extra={
+                **where, "reason": connection.closing})
+            raise _Close

@@ -17,6 +17,7 @@ from tests.k8s.chart.tools import (
     CHART,
     CHECKOV,
     DEFAULT,
+    KAFKA_EXTERNAL,
     RACK_AWARE,
     SECURITY_SETS,
     render_text,
@@ -55,7 +56,8 @@ def checkov(manifests: str, directory: Path) -> dict[str, Any]:
     return results
 
 
-@pytest.mark.parametrize("values", (DEFAULT, RACK_AWARE, *SECURITY_SETS), ids=lambda p: p.stem)
+@pytest.mark.parametrize("values", (DEFAULT, RACK_AWARE, *SECURITY_SETS, KAFKA_EXTERNAL),
+                         ids=lambda p: p.stem)
 def test_checkov_finds_nothing_unjustified(values: Path, tmp_path: Path) -> None:
     results = checkov(render_text([values]), tmp_path)
     unjustified = sorted({f"{c['check_id']} {c['check_name']} ({c['resource']})"

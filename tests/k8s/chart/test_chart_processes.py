@@ -4,13 +4,15 @@ process with its command, args and environment exactly as rendered (see
 local_pods.py for what the cluster itself would provide), the storage pods' init
 container reading its Node's zone from kmock's Kubernetes emulator, etcd's
 container run by Debian's etcd. Then the SDK produces and consumes through the
-gateway, the racks are the nodes' zones, the `helm test` pod's script passes and the
-operator turns the example Topic into a topic — so a wrong flag, variable or
-address in the chart fails here."""
+gateway, a Kafka client (kcat) sees the gateways as one broker at the advertised
+address and produces and consumes there, the racks are the nodes' zones, the `helm
+test` pod's script passes and the operator turns the example Topic into a topic —
+so a wrong flag, variable or address in the chart fails here."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -52,6 +54,7 @@ STAGES = (("etcd",), ("storage", "controller"), ("gateway",), ("groups", "transa
 TOKEN = "local-service-account-token"
 PRODUCER_JOB = REPO / "k8s" / "examples" / "producer-job.yaml"
 SERVE_TIMEOUT = 90.0
+KAFKA_PORT = 9093  # gateway.kafka.port's default
 
 
 def binaries() -> dict[str, str]:
@@ -266,6 +269,44 @@ def test_the_metrics_port_serves_prometheus_metrics(chart_cluster: ChartCluster)
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
     assert "strand_requests_total" in text
+
+
+def test_kafka_clients_see_the_gateways_as_one_broker_at_the_advertised_address(
+        chart_cluster: ChartCluster) -> None:
+    """A Kafka client (kcat, librdkafka) bootstraps at the gateway Service's kafka
+    port and is told of one broker, id 0, at the address the chart advertises — the
+    Service's in-cluster name, here 127.0.0.1 and the port that name maps to — then
+    produces and consumes there."""
+    bootstrap = chart_cluster.address("gateway", KAFKA_PORT)
+    (gateway,) = chart_cluster.pods.of_component("gateway")
+    assert bootstrap == f"{LOCALHOST}:{gateway.ports[KAFKA_PORT]}"
+    topic = "chart-kafka"
+    with Admin(chart_cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3)])
+    listing = json.loads(kcat("-b", bootstrap, "-L", "-J", "-t", topic))
+    assert listing["brokers"] == [{"id": 0, "name": bootstrap}]
+    (described,) = listing["topics"]
+    assert [(p["leader"], sorted(r["id"] for r in p["replicas"]))
+            for p in described["partitions"]] == [(0, [0, 1, 2])] * 2
+    kcat("-b", bootstrap, "-P", "-t", topic, "-p", "0", "-K", ":", stdin="k1:v1\nk2:v2\n")
+    out = kcat("-b", bootstrap, "-C", "-t", topic, "-p", "0", "-e", "-q", "-f", "%k=%s\n")
+    assert out.splitlines() == ["k1=v1", "k2=v2"]
+
+
+def run_kcat(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """kcat, librdkafka's command-line client, as installed by `make test-deps`."""
+    path = shutil.which("kcat")
+    if path is None:
+        pytest.fail("kcat is not installed: run `make test-deps`")
+    return subprocess.run([path, *args], input=stdin, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def kcat(*args: str, stdin: str | None = None) -> str:
+    """kcat's output; a failure quoting its errors if it fails."""
+    done = run_kcat(*args, stdin=stdin)
+    assert done.returncode == 0, f"kcat {' '.join(args)}: {done.stderr}"
+    return done.stdout
 
 
 def test_the_helm_test_pod_passes(chart_cluster: ChartCluster) -> None:

@@ -11,17 +11,20 @@ chart fails here.
   produces and consumes in a group (the coordinators log in as the bootstrap user);
   a client without a login, with a wrong password, in plaintext, or with a
   certificate of the CA at a storage node is refused; a user gets nothing until an
-  ACL allows it; the `helm test` pod and the operator work.
+  ACL allows it; the `helm test` pod and the operator work; a Kafka client logs in
+  with SCRAM over TLS on the Kafka port, a plaintext one gets nothing.
 - ci/existing-secrets-values.yaml: the same names issued into the given Secrets (an
   outside PKI), mutual TLS at the gateway too and no SCRAM: principals are the
   certificates' common names; the coordinators are services by their certificates,
-  the operator and the `helm test` pod super users by theirs.
+  the operator and the `helm test` pod super users by theirs; a Kafka client
+  presents its certificate on the Kafka port, one without is refused.
 
 The probes (readiness, before each next stage) are the chart's: gRPC health on the
 plaintext health port, etcd's /health on its plaintext metrics port."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -32,6 +35,7 @@ from pathlib import Path
 import grpc
 import pytest
 import yaml
+from confluent_kafka.admin import AdminClient
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from strand import Admin, Consumer, NewTopic, Producer
@@ -52,11 +56,14 @@ from strand.v1 import common_pb2, storage_pb2_grpc
 from tests.k8s.chart.cert_manager import issue_certificates
 from tests.k8s.chart.local_pods import LOCALHOST
 from tests.k8s.chart.test_chart_processes import (
+    KAFKA_PORT,
     SERVE_TIMEOUT,
     SMALL,
     VENV_BIN,
     ChartCluster,
     boot,
+    kcat,
+    run_kcat,
     start_stage,
 )
 from tests.k8s.chart.tools import EXISTING_SECRETS, REPO, SECURE, render
@@ -259,6 +266,26 @@ class TestSecureValues:
                     common_pb2.ListOffsetsRequest(), timeout=5)
         assert unserved.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
+    def test_a_kafka_client_logs_in_over_tls_and_sees_the_advertised_broker(
+            self, scram_cluster: SecureCluster) -> None:
+        """confluent-kafka (librdkafka) on the gateway Service's kafka port: TLS with
+        the gateway's certificate (verified against the advertised host), SCRAM-SHA-512
+        as the bootstrap user; one broker, id 0, at the advertised address. In
+        plaintext a Kafka client gets no metadata."""
+        bootstrap = scram_cluster.chart.address("gateway", KAFKA_PORT)
+        name, password = admin_login(scram_cluster)
+        client = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
+                              "ssl.ca.location": scram_cluster.ca_file(),
+                              "ssl.endpoint.identification.algorithm": "https",
+                              "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": name,
+                              "sasl.password": password})
+        metadata = client.list_topics(timeout=30)
+        assert [(b.id, f"{b.host}:{b.port}") for b in metadata.brokers.values()] == \
+            [(0, bootstrap)]
+        refused = run_kcat("-b", bootstrap, "-L", "-m", "3")
+        assert refused.returncode != 0 and "Failed to acquire metadata" in refused.stderr, \
+            refused.stdout + refused.stderr
+
     def test_the_helm_test_pod_logs_in_over_tls(self, scram_cluster: SecureCluster) -> None:
         done = run_helm_test_pod(scram_cluster.chart)
         assert done.returncode == 0, done.stderr + done.stdout
@@ -302,6 +329,19 @@ class TestExistingSecrets:
                     pytest.raises(TransportError) as refusal:
                 admin.list_topics()
             assert refusal.value.status == "UNAVAILABLE"
+
+    def test_a_kafka_client_presents_its_certificate(self, mtls_cluster: SecureCluster) -> None:
+        """kcat (librdkafka) over TLS with a super user's certificate (no SASL): broker
+        0 at the advertised address; without a certificate the handshake is refused."""
+        bootstrap = mtls_cluster.chart.address("gateway", KAFKA_PORT)
+        cert, key = mtls_cluster.client("strand-helm-test")
+        tls = ("-X", "security.protocol=SSL", "-X", f"ssl.ca.location={mtls_cluster.ca_file()}")
+        listing = json.loads(kcat("-b", bootstrap, "-L", "-J", *tls,
+                                  "-X", f"ssl.certificate.location={cert}",
+                                  "-X", f"ssl.key.location={key}"))
+        assert listing["brokers"] == [{"id": 0, "name": bootstrap}]
+        refused = run_kcat("-b", bootstrap, "-L", "-m", "3", *tls)
+        assert refused.returncode != 0 and "Failed to acquire metadata" in refused.stderr
 
     def test_the_helm_test_pod_and_the_operator_present_their_certificates(
             self, mtls_cluster: SecureCluster) -> None:

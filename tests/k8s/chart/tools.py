@@ -27,6 +27,8 @@ VALUE_SETS = (DEFAULT, RACK_AWARE, EXTERNAL_ETCD)
 SECURE = CI_VALUES / "secure-values.yaml"
 EXISTING_SECRETS = CI_VALUES / "existing-secrets-values.yaml"
 SECURITY_SETS = (SECURE, EXISTING_SECRETS)
+# Kafka clients outside the cluster (tests/k8s/chart/test_chart_kafka.py; checkov too).
+KAFKA_EXTERNAL = CI_VALUES / "kafka-external-values.yaml"
 
 Manifest = dict[str, Any]
 

@@ -12,8 +12,10 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
+from kio.schema.metadata.v1.request import MetadataRequestTopic as MetadataTopicV1
+from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
 from kio.schema.metadata.v12.response import MetadataResponse as MetadataResponseV12
-from kio.schema.types import BrokerId
+from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
@@ -97,9 +99,27 @@ def test_truncated_headers_are_malformed(frame: bytes) -> None:
         parse_header(frame)
 
 
-def test_a_body_with_bytes_left_over_is_malformed() -> None:
+# librdkafka 2.16's Metadata v12 request for every topic (AdminClient.list_topics()), as
+# seen on the wire: header, then its 4-byte array-count placeholder never shrunk to the
+# varint (a null array, then 3 zero bytes), then allow_auto_topic_creation=true,
+# include_topic_authorized_operations=false and empty tagged fields.
+LIBRDKAFKA_ALL_TOPICS = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+
+
+def test_bytes_after_a_body_are_ignored_as_kafka_does() -> None:
+    header = parse_header(LIBRDKAFKA_ALL_TOPICS)
+    assert (header.api_key, header.api_version, header.client_id) == (3, 12, "rdkafka")
+    # Read as Kafka's broker reads it: every topic; the 3 bytes after the body ignored.
+    assert decode_body(LIBRDKAFKA_ALL_TOPICS, header, MetadataV12) == MetadataV12(
+        topics=None, allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False)
     frame = _encoded(MetadataV1(topics=None)) + b"\x00"
-    with pytest.raises(MalformedRequest, match="1 bytes left over"):
+    assert decode_body(frame, parse_header(frame), MetadataV1).topics is None
+
+
+def test_a_body_cut_short_is_malformed() -> None:
+    frame = _encoded(MetadataV1(topics=(MetadataTopicV1(name=TopicName("t")),)))[:-1]
+    with pytest.raises(MalformedRequest, match="unreadable MetadataRequest v1 body"):
         decode_body(frame, parse_header(frame), MetadataV1)
 
 
