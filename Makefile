@@ -21,7 +21,7 @@ help:
 	@echo "make spark-image - build the Spark jobs' image (needs docker or podman; SPARK_IMAGE=strand-spark:0.1.0)"
 	@echo "make lint   - ruff, mypy and the import contracts (.importlinter)"
 	@echo "make bench  - log engine benchmark, JSON on stdout (bench/log_bench.py)"
-	@echo "make bench-peers - Strand vs NATS JetStream produce benchmark, JSON on stdout (RECORDS=, RECORD_SIZE=)"
+	@echo "make bench-peers - NATS JetStream vs Strand's gRPC SDK vs Strand's Kafka listener (confluent-kafka): produce and consume, JSON on stdout (RECORDS=, RECORD_SIZE=, ROUNDS=)"
 	@echo "make proto  - regenerate the gRPC code in strand/v1 from proto/"
 	@echo "make chaos  - fault injection against a real cluster, DURATION=600 s of rotating faults"
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
@@ -119,10 +119,11 @@ run: setup system-deps
 demo-log: setup
 	@$(PY) -m strand.log.demo
 
-# Kafka's own tools the Kafka-listener tests run unchanged (kcat: librdkafka's CLI).
-TEST_APT_PACKAGES := kcat
+# What the tests run beside Strand: kcat (librdkafka's CLI, against the Kafka listener)
+# and nats-server (the peer benchmark's short test).
+TEST_APT_PACKAGES := kcat nats-server
 test-deps:
-	@if ! command -v kcat >/dev/null 2>&1; then \
+	@if ! command -v kcat >/dev/null 2>&1 || ! command -v nats-server >/dev/null 2>&1; then \
 		echo ">>> installing Debian packages: $(TEST_APT_PACKAGES) (for the tests; apt-get; needs root or sudo)"; \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT_PACKAGES); \
@@ -244,8 +245,9 @@ bench-cli: setup
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-# Strand vs NATS JetStream (bench/peers/): the same acks=all, 3-replica produce run on
-# both, one after the other; needs Debian's nats-server (and etcd, for Strand).
+# NATS JetStream vs Strand through its gRPC SDK and its Kafka listener (bench/peers/): the
+# same acks=all, 3-replica produce and a full read-back on each, one side at a time;
+# needs Debian's nats-server (and etcd, for Strand).
 bench-peers: setup system-deps
 	@if ! command -v nats-server >/dev/null 2>&1 && ! test -x /usr/sbin/nats-server; then \
 		echo ">>> installing Debian package: nats-server (apt-get; needs root or sudo)"; \
@@ -253,4 +255,5 @@ bench-peers: setup system-deps
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nats-server; \
 	fi
 	@$(PY) bench/peers/jetstream_vs_strand.py --json \
-		$(if $(RECORDS),--records $(RECORDS)) $(if $(RECORD_SIZE),--record-size $(RECORD_SIZE))
+		$(if $(RECORDS),--records $(RECORDS)) $(if $(RECORD_SIZE),--record-size $(RECORD_SIZE)) \
+		$(if $(ROUNDS),--rounds $(ROUNDS))

@@ -38,7 +38,15 @@ from importlib.metadata import version
 from typing import Any
 
 import nats
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from nats.js.client import JetStreamContext
 
 STREAM = "BENCH"
@@ -238,3 +246,39 @@ async def run(servers: list[str], leader_server: dict[str, str], records: int,
     if lost:
         result["unacknowledged_after_s"] = ack_timeout
     return result
+
+
+async def consume(server: str, records: int, batch: int = 1000,
+                  idle_timeout: float = 10.0) -> dict[str, Any]:
+    """Read the whole stream back through an ephemeral pull consumer (deliver all, no
+    acks: a reader that keeps its own position, like a Kafka consumer that commits
+    nothing), ``batch`` messages per fetch, until ``records`` have arrived; raises when
+    nothing arrives for ``idle_timeout`` seconds first."""
+    nc = await nats.connect([server], error_cb=_quiet, connect_timeout=5, dont_randomize=True)
+    try:
+        js = nc.jetstream()
+        config = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        subscription = await js.pull_subscribe(SUBJECT, stream=STREAM, config=config)
+        consumed = total_bytes = 0
+        start = idle_since = time.perf_counter()
+        while consumed < records:
+            try:
+                messages = await subscription.fetch(batch, timeout=1.0)
+            except nats.errors.TimeoutError:
+                messages = []
+            if messages:
+                idle_since = time.perf_counter()
+            elif time.perf_counter() - idle_since > idle_timeout:
+                raise TimeoutError(f"JetStream consume: only {consumed} of {records} records "
+                                   f"arrived from stream {STREAM} within {idle_timeout:.0f} s "
+                                   "of silence")
+            consumed += len(messages)
+            total_bytes += sum(len(m.data) for m in messages)
+        seconds = time.perf_counter() - start
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.close()
+    return {"records": consumed, "bytes": total_bytes, "seconds": round(seconds, 3),
+            "records_per_s": round(consumed / seconds, 1),
+            "mb_per_s": round(total_bytes / seconds / 1e6, 2),
+            "consumer": f"ephemeral pull consumer, ack none, fetch batch {batch}"}

@@ -1,6 +1,7 @@
 """Drive a fresh Strand dev cluster through the ``strand`` CLI, exactly as a user would:
 ``strand dev up --dir DIR``, ``strand topic create``, ``strand bench produce --json``,
-``strand dev down --dir DIR``.
+``strand bench consume --json``, ``strand dev down --dir DIR``; and the Kafka listener's
+address ``strand dev up`` wrote in ``cluster.json``.
 
 Every command runs with ``STRAND_DEV_DIR=DIR`` and without ``STRAND_BOOTSTRAP``, so
 the CLI can only find the cluster this run started (not one a developer left running
@@ -115,6 +116,29 @@ class StrandDevCluster:
             raise StrandError(f"`strand bench produce` printed no JSON object:\n{out[-2000:]}")
         result: dict[str, Any] = json.loads(lines[-1])
         return result
+
+    def bench_consume(self, topic: str, records: int) -> dict[str, Any]:
+        """``strand bench consume --json``: the SDK Consumer reads every partition from
+        the beginning until ``records`` records have arrived."""
+        out = self._run("bench", "consume", topic, "--records", str(records), "--json",
+                        timeout=300 + records / 500)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            raise StrandError(f"`strand bench consume` printed no JSON object:\n{out[-2000:]}")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
+    def kafka_bootstrap(self) -> str:
+        """The gateway's Kafka listener, as ``strand dev up`` wrote it in cluster.json."""
+        try:
+            data = json.loads((self.directory / "cluster.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise StrandError(f"no readable cluster.json in {self.directory}: {exc}") from exc
+        kafka = str(data.get("kafka") or "")
+        if not kafka:
+            raise StrandError(f"{self.directory / 'cluster.json'} names no Kafka listener "
+                              "(a dev cluster with TLS has none)")
+        return kafka
 
     def stored_bytes(self, topic: str) -> dict[str, int]:
         """Bytes of the topic's log segments on each storage node's disk."""
