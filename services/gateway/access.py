@@ -92,6 +92,10 @@ def _txn_id(request: Any) -> Iterable[str]:
     return (request.transactional_id,) if request.transactional_id else ()
 
 
+def _next_topics(request: Any) -> Iterable[str]:
+    return sorted({entry.topic for entry in request.next_topics})
+
+
 def _topics(request: Any) -> Iterable[str]:
     """The topics a request names: by topic (``topics``) or by partition
     (``partitions``, the group calls)."""
@@ -120,7 +124,8 @@ CALL_RULES: dict[str, tuple[Rule, ...]] = {
                         (Operation.READ, T, _topics)),
     "AddPartitionsToTxn": ((Operation.WRITE, X, _txn_id), (Operation.WRITE, T, _topics)),
     "AddOffsetsToTxn": ((Operation.WRITE, X, _txn_id), (Operation.READ, G, _group)),
-    "EndTxn": ((Operation.WRITE, X, _txn_id),),
+    # The next transaction's partitions it opens are added as AddPartitionsToTxn's.
+    "EndTxn": ((Operation.WRITE, X, _txn_id), (Operation.WRITE, T, _next_topics)),
     "DescribeTransactions": ((Operation.DESCRIBE, X, _txn_id),),
     "DescribeProducers": ((Operation.READ, T, _topics),),
     "WriteTxnMarkers": ((Operation.CLUSTER_ACTION, C, _cluster),),

@@ -161,9 +161,11 @@ class Transactions:
         self._add_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
         self.open_next_s = min(_OPEN_NEXT_S, transaction_timeout_ms / 4000)
-        # When the last commit returned, and whether the begin after it came soon.
+        # When the last commit returned, and whether the begin after it came soon: only
+        # a producer seen committing in a loop has its next transaction opened (one that
+        # commits once and closes would pay an abort of the opened one on close).
         self._committed_at: float | None = None
-        self._loops = True
+        self._loops = False
 
     # ------------------------------------------------------------ sender side
 

@@ -487,24 +487,29 @@ def test_a_commit_in_a_loop_opens_the_next_transaction(cluster: SdkCluster) -> N
         producer.begin_transaction()
         committed = send_all(producer, partitions, "one")
         producer.commit_transaction(30)
-        # open already, under the next epoch, before any begin_transaction()
-        assert described() == ("Ongoing", epoch + 1, set(map(tuple, partitions)))
+        # not yet seen committing in a loop: nothing opened
+        assert described()[0] in ("PrepareCommit", "CompleteCommit")
         producer.begin_transaction()
-        committed |= send_all(producer, partitions[:1], "two")
+        committed |= send_all(producer, partitions, "two")
+        producer.commit_transaction(30)
+        # begun right after the last commit: open already, under the next epoch
+        assert described() == ("Ongoing", epoch + 2, set(map(tuple, partitions)))
+        producer.begin_transaction()
+        committed |= send_all(producer, partitions[:1], "three")
         producer.commit_transaction(30)
         # only the partition written to goes on into the next one
-        assert described() == ("Ongoing", epoch + 2, {tuple(partitions[0])})
+        assert described() == ("Ongoing", epoch + 3, {tuple(partitions[0])})
         # unused: ended after 0.5 s, under its own epoch; no fence
         wait_until(lambda: described()[0] == "CompleteAbort", 30,
                    "the unused opened transaction to be ended")
-        assert described()[1] == epoch + 3
+        assert described()[1] == epoch + 4
         producer.begin_transaction()
-        committed |= send_all(producer, partitions[1:], "three")
+        committed |= send_all(producer, partitions[1:], "four")
         producer.commit_transaction(30)
         # begun long after the last commit: this one opens nothing
         assert described()[0] in ("PrepareCommit", "CompleteCommit")
         producer.begin_transaction()
-        committed |= send_all(producer, partitions[1:], "four")
+        committed |= send_all(producer, partitions[1:], "five")
         producer.commit_transaction(30)
         assert described()[0] == "Ongoing"
     # close() ended the one the last commit opened

@@ -187,3 +187,18 @@ def test_super_users_and_listings(as_alice: None) -> None:
     assert control.may_describe(ResourceType.GROUP, "mine")
     assert not control.may_describe(ResourceType.GROUP, "theirs")
     assert not control.may_describe(ResourceType.CLUSTER, "")
+
+
+def test_the_partitions_an_end_opens_need_write_on_their_topics(as_alice: None) -> None:
+    """EndTxn's next_topics add partitions to the next transaction: checked as
+    AddPartitionsToTxn's are."""
+    state = SecurityState()
+    control = AccessControl(state, enabled=True)
+    allow(state, ResourceType.TRANSACTIONAL_ID, "tx", Operation.WRITE)
+    end = request_of("EndTxn", transactional_id="tx",
+                     next_topics=[{"topic": "orders", "partitions": [0]}])
+    with pytest.raises(TopicAuthorizationFailedError, match="WRITE TOPIC 'orders'"):
+        control.check_call("EndTxn", end)
+    allow(state, ResourceType.TOPIC, "orders", Operation.WRITE)
+    control.check_call("EndTxn", end)
+    control.check_call("EndTxn", request_of("EndTxn", transactional_id="tx"))
