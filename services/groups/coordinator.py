@@ -34,7 +34,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from services.groups.membership import Group, GroupState, JoinOutcome, Member, Protocol
 from services.groups.offset_store import DEFAULT_RETENTION_MS, OffsetStore
@@ -67,6 +68,7 @@ from strand.service.aio import wait_event
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000  # Kafka's offsets.retention.check.interval.ms
 JOIN_ANSWER_MARGIN_MS = 5000
 ORPHAN_RETRY_MS = 1000  # removing a deleted topic's offsets failed: try again after
@@ -253,24 +255,48 @@ class ShardCoordinator:
         "" for the current one); typed errors for a request that is invalid."""
         topics = await self._resolve(group_id, offsets)
         keys = [encode_key(OffsetKey(group_id, t, p)) for t, p in offsets]
-        async with self._writing(keys):
+
+        async def write() -> tuple[ErrorCode, Group, int, dict[TopicPartition, OffsetValue]]:
             group = self._group(group_id)
+            now = self.wall_clock()
             error = group.check_commit(member_id, generation, group_instance_id)
             if error != ErrorCode.NONE:
-                return error
+                return error, group, now, {}
             if member_id in group.members:
                 group.members[member_id].last_heard_ms = self.clock()
-            now = self.wall_clock()
             stamped = {tp: OffsetValue(v.offset, v.metadata, v.leader_epoch, now, v.expire_ms,
                                        topics[tp[0]].topic_id)
                        for tp, v in offsets.items()}
             records = self.store.commit(group_id, stamped)  # raises typed errors
             await self._append_applied(records)
+            return ErrorCode.NONE, group, now, stamped
+
+        error, group, now, stamped = await self._exclusively(keys, write)
+        if error != ErrorCode.NONE:
+            return error
         if not all(self._live(tp, v) for tp, v in stamped.items()):
             self.topics_changed()  # deleted while the commit was written: remove it again
         if not group.members:
             self.store.mark_empty(group_id, now)
         return ErrorCode.NONE
+
+    async def _exclusively(self, keys: Iterable[bytes],
+                           body: Callable[[], Awaitable[_T]]) -> _T:
+        """``body`` holding ``keys`` (:meth:`_writing`), in a task of its own: a caller
+        that goes away (a client's deadline cancels its call) leaves it to finish, so
+        the keys stay held until its write is applied. Released at the cancellation
+        instead, a completion could run between a TxnOffsetCommit's write and its
+        apply, find nothing pending, and leave those offsets pending for ever (a
+        read_committed pipeline then stalls on UNSTABLE_OFFSET_COMMIT)."""
+        wanted = list(keys)
+
+        async def held() -> _T:
+            async with self._writing(wanted):
+                return await body()
+
+        task = asyncio.ensure_future(held())
+        task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
 
     @contextlib.asynccontextmanager
     async def _writing(self, keys: Iterable[bytes]) -> AsyncIterator[None]:
@@ -339,19 +365,21 @@ class ShardCoordinator:
                 f"TxnOffsetCommit of {transactional_id!r} for group {group_id!r}: producer "
                 f"id {producer_id} / epoch {producer_epoch} is not a producer's; call "
                 "InitProducerId first")
-        if self.verifier is None:
+        verifier = self.verifier
+        if verifier is None:
             raise CoordinatorNotAvailableError(
                 f"group coordinator of shard {self.shard} cannot reach the transaction "
                 f"coordinators to verify {transactional_id!r}; retry")
         topics = await self._resolve(group_id, offsets)
-        async with self._writing([_producer_key(producer_id)]):
+
+        async def write() -> ErrorCode:
             error = self._group(group_id).check_txn_commit(member_id, generation,
                                                            group_instance_id)
             if error != ErrorCode.NONE:
                 return error
             # Asked under the producer's lock: a completion (which runs once the
             # transaction is decided) cannot slip between this answer and the write.
-            await self.verifier.verify(transactional_id, producer_id, producer_epoch,
+            await verifier.verify(transactional_id, producer_id, producer_epoch,
                                        GROUP_TOPIC, self.shard)
             now = self.wall_clock()
             stamped = {tp: OffsetValue(v.offset, v.metadata, v.leader_epoch, now, v.expire_ms,
@@ -359,20 +387,26 @@ class ShardCoordinator:
                        for tp, v in offsets.items()}
             records = self.store.stage_txn(group_id, producer_id, producer_epoch, stamped)
             await self._append_applied(records)
-        return ErrorCode.NONE
+            return ErrorCode.NONE
+
+        return await self._exclusively([_producer_key(producer_id)], write)
 
     async def complete_txn(self, producer_id: int, producer_epoch: int,
                            coordinator_epoch: int, commit: bool) -> int:
         """CompleteTxnOffsets: the producer's transaction ended; its pending offsets in
         this shard become committed (``commit``) or vanish, in one write. Returns how
         many pending offsets it ended (0: nothing pending, nothing written)."""
-        async with self._writing([_producer_key(producer_id)]):
+        async def write() -> list[Record]:
             records = self.store.pending.complete(producer_id, producer_epoch,
                                                   coordinator_epoch, commit)
-            if not records:
-                return 0
-            async with self._writing(r.key for r in records):
-                await self._append_applied(records)
+            if records:
+                async with self._writing(r.key for r in records):
+                    await self._append_applied(records)
+            return records
+
+        records = await self._exclusively([_producer_key(producer_id)], write)
+        if not records:
+            return 0
         ended = sum(1 for r in records if r.value is None)
         log.info("transactional offsets completed", extra={
             "shard": self.shard, "producer_id": producer_id, "committed": commit,
@@ -520,6 +554,13 @@ class ShardCoordinator:
             self.store.apply_written(records)
 
         await asyncio.shield(write_then_apply())
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """A section left to finish by a caller that went away: its failure is that
+    caller's, already gone; read here so asyncio does not report it as lost."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _producer_key(producer_id: int) -> bytes:

@@ -25,7 +25,9 @@ previous transaction's, still to be completed, and must not be replaced; a
 completion older than the producer's pending offsets (a stale repeat from an earlier
 transaction) leaves them alone; a completion from a transaction coordinator epoch
 older than one already seen for the producer in this shard is
-TRANSACTION_COORDINATOR_FENCED. The coordinator epochs seen are kept in
+TRANSACTION_COORDINATOR_FENCED; a TxnOffsetCommit under an older epoch than a
+completion already seen for the producer is PRODUCER_FENCED (it arrived late: its
+transaction has ended). The coordinator and producer epochs seen are kept in
 memory only (a new owner of the shard starts without them): the transaction
 coordinator's own shard ownership is what normally keeps a deposed owner quiet;
 this only catches its late retries while this owner lives.
@@ -60,6 +62,7 @@ class PendingOffsets:
         # group -> producer id -> partition -> pending offset
         self._pending: dict[str, dict[int, dict[TopicPartition, TxnOffsetValue]]] = {}
         self._coordinator_epochs: dict[int, int] = {}  # producer id -> highest seen
+        self._ended_epochs: dict[int, int] = {}  # producer id -> highest completed
 
     def apply(self, key: TxnOffsetKey, value: TxnOffsetValue | None) -> None:
         """A ``txn_offset`` record was written (or read back)."""
@@ -80,6 +83,14 @@ class PendingOffsets:
         """The records storing ``offsets`` (validated by the caller) pending for the
         producer's transaction; raises PRODUCER_FENCED for an epoch older than that of
         offsets it already has pending in the group."""
+        ended = self._ended_epochs.get(producer_id, -1)
+        if producer_epoch < ended:
+            # A late TxnOffsetCommit of a transaction already ended here (aborted under
+            # a bumped epoch): stored now, nothing would ever complete it.
+            raise ProducerFencedError(
+                f"producer {producer_id} of group {group!r}: a transaction under epoch "
+                f"{ended} has ended; epoch {producer_epoch} is fenced (a newer instance "
+                "or the coordinator's abort took over): close this producer")
         held = self._pending.get(group, {}).get(producer_id, {})
         newest = max((v.producer_epoch for v in held.values()), default=-1)
         if producer_epoch < newest:
@@ -110,6 +121,8 @@ class PendingOffsets:
                 f"{seen}, already seen for producer {producer_id}: a newer owner of its "
                 "transaction shard has taken over; nothing changed")
         self._coordinator_epochs[producer_id] = coordinator_epoch
+        self._ended_epochs[producer_id] = max(producer_epoch,
+                                              self._ended_epochs.get(producer_id, -1))
         committed: list[Record] = []
         tombstones: list[Record] = []
         for group, producers in sorted(self._pending.items()):

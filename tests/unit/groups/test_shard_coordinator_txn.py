@@ -8,13 +8,20 @@ written; a group with pending offsets cannot be deleted."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
 from services.groups.coordinator import ShardCoordinator
 from services.groups.records import OffsetValue
+from strand.coordination.shard_log import Record
 from strand.coordination.shards import GROUP_TOPIC
-from strand.errors import ErrorCode, GroupNotEmptyError, InvalidTxnStateError
+from strand.errors import (
+    ErrorCode,
+    GroupNotEmptyError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
 from tests.support.shard_log import MemoryLog
 from tests.unit.groups.test_shard_coordinator import RANGE, TOPICS, member, run, topics
 
@@ -127,6 +134,63 @@ def test_a_completion_waits_for_a_txn_offset_commit_being_verified() -> None:
         assert await completion == 1
         assert offsets(coordinator) == {("orders", 0): 10}
         assert coordinator.unstable("g") == set()  # nothing left pending forever
+
+    run(scenario())
+
+
+class GatedLog(MemoryLog):
+    """An in-memory shard log whose appends wait for ``gate``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.waiting = 0
+
+    async def append(self, records: Sequence[Record], *, hold_s: float = 0.0) -> None:
+        self.waiting += 1
+        await self.gate.wait()
+        await super().append(records, hold_s=hold_s)
+
+
+def test_a_txn_offset_commit_whose_caller_left_still_holds_off_the_completion() -> None:
+    """The client's deadline cancels a TxnOffsetCommit while its write is on its way;
+    the transaction is aborted meanwhile. The completion must wait for that write and
+    end what it stored: run between the write and its apply, it would find nothing
+    pending, and the offsets would stay pending (unstable) for ever."""
+    async def scenario() -> None:
+        log, verifier = GatedLog(), Verifier()
+        verifier.open.add((7, GROUP_TOPIC, SHARD))
+        coordinator = coordinator_on(log, verifier)
+        await coordinator.commit("g", "", -1, None, {("orders", 0): OffsetValue(5)})
+        log.gate.clear()
+        log.waiting = 0
+        commit = asyncio.ensure_future(txn_commit(coordinator, {("orders", 0): 10}))
+        while not log.waiting:
+            await asyncio.sleep(0.001)
+        commit.cancel()  # the caller went away; its write is still on its way
+        with pytest.raises(asyncio.CancelledError):
+            await commit
+        completion = asyncio.ensure_future(coordinator.complete_txn(7, 1, 1, commit=False))
+        await asyncio.sleep(0.01)
+        assert not completion.done()  # waits for the write left behind
+        log.gate.set()
+        assert await completion == 1
+        assert coordinator.unstable("g") == set()
+        assert offsets(coordinator) == {("orders", 0): 5}
+
+    run(scenario())
+
+
+def test_a_txn_offset_commit_arriving_after_its_transaction_ended_is_fenced() -> None:
+    async def scenario() -> None:
+        log, verifier = MemoryLog(), Verifier()
+        verifier.open.add((7, GROUP_TOPIC, SHARD))
+        coordinator = coordinator_on(log, verifier)
+        assert await coordinator.complete_txn(7, 1, 1, commit=False) == 0  # aborted, epoch 1
+        with pytest.raises(ProducerFencedError):
+            await txn_commit(coordinator, {("orders", 0): 10})  # epoch 0: late
+        assert coordinator.unstable("g") == set() and log.records == []
 
     run(scenario())
 

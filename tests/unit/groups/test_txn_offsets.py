@@ -138,6 +138,7 @@ class Model:
     committed: dict[tuple[str, TopicPartition], int] = field(default_factory=dict)
     pending: dict[tuple[str, int, TopicPartition], tuple[int, int]] = field(
         default_factory=dict)  # (group, pid, tp) -> (epoch, offset)
+    ended: dict[int, int] = field(default_factory=dict)  # pid -> highest completed epoch
 
 
 GROUPS = st.sampled_from(["a", "b"])
@@ -163,7 +164,7 @@ def test_pending_offsets_follow_the_model_and_reload_the_same(ops: list[tuple]) 
         elif op[0] == "stage":
             _, group, pid, epoch, offsets = op
             held = [e for (g, p, _), (e, _) in model.pending.items() if (g, p) == (group, pid)]
-            if held and epoch < max(held):
+            if epoch < model.ended.get(pid, -1) or (held and epoch < max(held)):
                 with pytest.raises(ProducerFencedError):
                     store.stage_txn(group, pid, epoch, {tp: OffsetValue(o)
                                                         for tp, o in offsets.items()})
@@ -181,6 +182,7 @@ def test_pending_offsets_follow_the_model_and_reload_the_same(ops: list[tuple]) 
         else:
             _, pid, epoch, commit = op
             log += written(store, store.pending.complete(pid, epoch, 0, commit))
+            model.ended[pid] = max(epoch, model.ended.get(pid, -1))
             for (group, p, tp), (e, offset) in sorted(model.pending.items()):
                 if p == pid and e <= epoch:
                     del model.pending[(group, p, tp)]
