@@ -26,6 +26,7 @@ vanish with its lease and the survivors take its shards over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -141,7 +142,7 @@ class ShardOwnership:
         while not self._stopping.is_set() and not lease.lost.is_set():
             revision = self.cache.revision
             try:
-                await self._rebalance(lease)
+                await self._until_lost(self._rebalance(lease), lease)
             except Exception:
                 log.exception("shard ownership update failed")
                 await wait_event(self._stopping, RETRY_S)
@@ -160,6 +161,22 @@ class ShardOwnership:
         if lease.lost.is_set():
             log.warning("coordinator lease lost: dropping every shard",
                         extra={"shards": sorted(self.owned)})
+
+    @staticmethod
+    async def _until_lost(work: Awaitable[None], lease: LeaseKeeper) -> None:
+        """``work``, cancelled if the lease is lost meanwhile: a pass stuck in a shard's
+        load (its partition unreadable, its writer fenced) must not keep the instance
+        from seeing the loss, dropping its shards and registering again."""
+        task = asyncio.ensure_future(work)
+        lost = asyncio.ensure_future(lease.lost.wait())
+        try:
+            await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not task.done():
+                task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task  # its failure, if it ended by itself; nothing once cancelled
 
     async def _rebalance(self, lease: LeaseKeeper) -> None:
         count = self.shard_count()

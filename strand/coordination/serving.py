@@ -107,13 +107,20 @@ class ServedShards(Generic[C]):
 
     async def acquire(self, shard: int, coordinator: C, stopping: asyncio.Event) -> None:
         """Load ``coordinator`` (retried: the shard's partition may be moving), then
-        serve it; gives up silently when ``stopping`` is set."""
+        serve it; gives up silently when ``stopping`` is set, and when its writer is
+        fenced (NOT_COORDINATOR: it has told the ownership to give the shard up)."""
         self.loading.add(shard)
         try:
             while True:
                 try:
                     await coordinator.load()
                     break
+                except NotCoordinatorError as exc:
+                    # Its writer is fenced (a newer owner wrote its own fence): this
+                    # take-over can never load; the ownership lets the shard go.
+                    log.warning("a newer owner holds the shard: not loading it",
+                                extra={"topic": self.topic, "shard": shard, "error": str(exc)})
+                    return
                 except Exception as exc:
                     log.warning("loading a shard failed; retrying",
                                 extra={"topic": self.topic, "shard": shard, "error": str(exc)})

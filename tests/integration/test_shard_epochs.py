@@ -88,3 +88,41 @@ def test_stop_releases_the_shards_at_once_when_nothing_changes(etcd: EtcdServer)
             return asyncio.get_running_loop().time() - started
 
     assert asyncio.run(scenario()) < 1.5
+
+
+def test_a_lost_lease_ends_a_pass_stuck_in_a_load(etcd: EtcdServer) -> None:
+    """A shard whose load never ends (its writer fenced, its partition unreadable)
+    must not keep the instance from seeing its lease lost: it drops its shards and
+    registers again under a new lease (a fault run once left a transaction
+    coordinator unregistered for good this way)."""
+    async def scenario() -> tuple[int, set[int]]:
+        async with running(etcd.endpoint) as (client, cache):
+            space = ShardSpace.transactions(KEYS, cache)
+            loads: list[tuple[int, int]] = []  # (lease, shard)
+
+            async def acquire(shard: int) -> None:
+                loads.append((ownership.epoch, shard))
+                if len(loads) == 1:
+                    await asyncio.Event().wait()  # this load never ends
+
+            ownership = ShardOwnership(
+                client, KEYS, cache, CoordinatorRecord("stuck", "h:1"), space,
+                lambda: SHARDS, LEASE_TTL, acquire, lambda shard: asyncio.sleep(0))
+            task = asyncio.create_task(ownership.run())
+            try:
+                async with asyncio.timeout(15):
+                    while not loads:
+                        await asyncio.sleep(0.02)
+                first = loads[0][0]
+                await client.lease.revoke(first)
+                async with asyncio.timeout(20):
+                    while {s for lease, s in loads if lease not in (0, first)} != {0, 1}:
+                        await asyncio.sleep(0.02)
+                return first, {lease for lease, _ in loads[1:]}
+            finally:
+                ownership.stop()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(task, 10)  # cancelled if still stuck
+
+    first, later = asyncio.run(scenario())
+    assert first not in later  # taken again under the new lease only
