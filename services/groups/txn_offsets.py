@@ -82,22 +82,18 @@ class PendingOffsets:
               offsets: Mapping[TopicPartition, OffsetValue]) -> list[Record]:
         """The records storing ``offsets`` (validated by the caller) pending for the
         producer's transaction; raises PRODUCER_FENCED for an epoch older than that of
-        offsets it already has pending in the group."""
-        ended = self._ended_epochs.get(producer_id, -1)
-        if producer_epoch < ended:
-            # A late TxnOffsetCommit of a transaction already ended here (aborted under
-            # a bumped epoch): stored now, nothing would ever complete it.
-            raise ProducerFencedError(
-                f"producer {producer_id} of group {group!r}: a transaction under epoch "
-                f"{ended} has ended; epoch {producer_epoch} is fenced (a newer instance "
-                "or the coordinator's abort took over): close this producer")
+        offsets it already has pending in the group or of a transaction ended here."""
         held = self._pending.get(group, {}).get(producer_id, {})
-        newest = max((v.producer_epoch for v in held.values()), default=-1)
+        # The newest epoch seen: of offsets pending, or of a transaction ended here (a
+        # late TxnOffsetCommit of an ended transaction, stored, would never complete).
+        newest = max((self._ended_epochs.get(producer_id, -1),
+                      *(v.producer_epoch for v in held.values())))
         if producer_epoch < newest:
             raise ProducerFencedError(
                 f"producer {producer_id} of group {group!r} has transactional offsets "
-                f"pending under epoch {newest}; epoch {producer_epoch} is fenced (a newer "
-                "instance of the transactional producer exists): close this one")
+                f"pending or ended under epoch {newest}; epoch {producer_epoch} is fenced "
+                "(a newer instance of the transactional producer, or the coordinator's "
+                "abort, took over): close this one")
         oldest = min((v.producer_epoch for v in held.values()), default=producer_epoch)
         if oldest < producer_epoch:
             # Each transaction has its own epoch: these belong to an ended transaction
