@@ -108,23 +108,23 @@ class StrandDevCluster:
 
     def bench_produce(self, topic: str, records: int, record_size: int,
                       acks: str = "all") -> dict[str, Any]:
-        out = self._run("bench", "produce", topic, "--records", str(records),
-                        "--record-size", str(record_size), "--acks", acks, "--json",
-                        timeout=300 + records / 500)
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if not lines:
-            raise StrandError(f"`strand bench produce` printed no JSON object:\n{out[-2000:]}")
-        result: dict[str, Any] = json.loads(lines[-1])
-        return result
+        return self._bench("produce", topic, records, "--record-size", str(record_size),
+                           "--acks", acks)
 
     def bench_consume(self, topic: str, records: int) -> dict[str, Any]:
         """``strand bench consume --json``: the SDK Consumer reads every partition from
         the beginning until ``records`` records have arrived."""
-        out = self._run("bench", "consume", topic, "--records", str(records), "--json",
-                        timeout=300 + records / 500)
+        return self._bench("consume", topic, records)
+
+    def _bench(self, command: str, topic: str, records: int, *options: str
+               ) -> dict[str, Any]:
+        """``strand bench <command> --json``: its last JSON line (progress comes first)."""
+        out = self._run("bench", command, topic, "--records", str(records), *options,
+                        "--json", timeout=300 + records / 500)
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if not lines:
-            raise StrandError(f"`strand bench consume` printed no JSON object:\n{out[-2000:]}")
+            raise StrandError(f"`strand bench {command}` printed no JSON object:\n"
+                              f"{out[-2000:]}")
         result: dict[str, Any] = json.loads(lines[-1])
         return result
 
