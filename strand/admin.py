@@ -17,7 +17,9 @@ topics wait for every topic's result, then raise the error of the first topic th
 failed (in the order given), its message naming every other failure as well; the
 topics that succeeded are done. Call per topic to handle failures one by one. A
 gateway that cannot be reached raises TransportError (RequestTimedOutError for a
-deadline).
+deadline): reads (list, describe) after trying again until their timeout (a gateway
+restarting; at once with ``retry_reads=False``, as the CLI does), changes at once
+(whether a change that got no answer was applied is unknown).
 
 Changes are made by the active controller; gateways learn them through their etcd
 watch a moment later. So that a change is usable as soon as the call returns,
@@ -42,6 +44,7 @@ from strand.admin_acls import AclAdmin
 from strand.client.bootstrap import resolve_bootstrap
 from strand.client.channel import open_channel, transport_error
 from strand.client.metadata import BrokerInfo
+from strand.client.retries import until_deadline
 from strand.client.sasl import SaslCredentials
 from strand.client.structs import PreparedTransaction, TopicPartition
 from strand.client.transactions import ProducerState, TransactionDescription, TransactionListing
@@ -81,6 +84,14 @@ _RETRIED_TXN_ERRORS = frozenset({
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS})
 _TXN_RETRY_S = 0.05
 _VISIBILITY_POLL_S = 0.02
+# The calls that change nothing: tried again while the gateway cannot be reached
+# (strand.client.retries), as Kafka's admin client does within its API timeout. A
+# change is not: whether a call that got no answer was applied is unknown.
+_RETRIED_READS = frozenset({
+    "Metadata", "DescribeConfigs", "ListPartitionReassignments", "ListGroups",
+    "DescribeGroup", "OffsetFetch", "ListTransactions", "DescribeTransactions",
+    "DescribeProducers", "DescribeAcls", "DescribeUserScramCredentials",
+    "DescribeClientQuotas"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,12 +229,13 @@ class Admin(AclAdmin):
                  ssl_cafile: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, sasl_mechanism: str | None = None,
                  sasl_plain_username: str | None = None,
-                 sasl_plain_password: str | None = None) -> None:
+                 sasl_plain_password: str | None = None, retry_reads: bool = True) -> None:
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
         self.client_id = client_id or f"strand-admin-{next(_ids)}"
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.request_timeout_ms = request_timeout_ms
+        self.retry_reads = retry_reads
         tls = ClientTls.from_settings(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
         sasl = SaslCredentials.from_settings(security_protocol, sasl_mechanism,
                                              sasl_plain_username, sasl_plain_password)
@@ -235,13 +247,22 @@ class Admin(AclAdmin):
 
     def _call(self, method: Callable[..., T], request: Any, what: str,
               timeout_ms: float | None = None) -> T:
+        """One call (``what``: its RPC's name first), within ``timeout_ms`` (default: the
+        request timeout). A read (_RETRIED_READS) is tried again while the gateway
+        cannot be reached, until that time is up, unless ``retry_reads`` is off."""
         if self._closed:
             raise RuntimeError("the admin client is closed")
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
-        try:
-            return method(request, timeout=timeout)
-        except grpc.RpcError as exc:
-            raise transport_error(exc, self.bootstrap, what) from None
+
+        def attempt(seconds: float) -> T:
+            try:
+                return method(request, timeout=seconds)
+            except grpc.RpcError as exc:
+                raise transport_error(exc, self.bootstrap, what) from None
+
+        if not self.retry_reads or what.partition(" ")[0] not in _RETRIED_READS:
+            return attempt(timeout)
+        return until_deadline(attempt, timeout)
 
     def _metadata(self, names: Sequence[str] = ()) -> pb.MetadataResponse:
         response: pb.MetadataResponse = self._call(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from strand.cli.common import bootstrap, friendly_errors, security
+from strand.cli.common import friendly_errors, open_admin
 
 if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
     pass
@@ -30,9 +30,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         cluster = admin.describe_cluster()
         topics = admin.describe_topics(admin.list_topics(include_internal=True))
     leaders: Counter[int] = Counter()

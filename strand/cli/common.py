@@ -111,7 +111,9 @@ def open_admin(ctx: click.Context) -> Admin:
     command module imports this name, so tests can put a fake in its place)."""
     from strand.admin import Admin
 
-    return Admin(bootstrap(ctx), **security(ctx))
+    # A command fails at once when the gateway cannot be reached (it says so and
+    # how to start one) instead of trying again until its timeout.
+    return Admin(bootstrap(ctx), **security(ctx), retry_reads=False)
 
 
 def security(ctx: click.Context) -> ClientTlsSettings:

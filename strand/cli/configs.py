@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.cli.common import bootstrap, friendly_errors, security
+from strand.cli.common import friendly_errors, open_admin
 
 if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
     from rich.table import Table
@@ -58,9 +58,7 @@ def describe(ctx: click.Context, entity_type: str, name: str, overrides: bool,
     """Every config of topic NAME: value and source (override or default)."""
     from rich.console import Console
 
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         rows = config_rows(admin.describe_configs(name), overrides)
     if as_json:
         click.echo(json.dumps({"type": entity_type, "name": name, "configs": rows}))

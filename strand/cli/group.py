@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, print_table, security
+from strand.cli.common import bootstrap, err, friendly_errors, open_admin, print_table, security
 from strand.cli.offset_reset import (
     PartitionReset,
     ResetError,
@@ -39,9 +39,7 @@ def group() -> None:
 @friendly_errors
 def list_(ctx: click.Context, as_json: bool, timeout_ms: int | None) -> None:
     """Every consumer group with its state."""
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         groups = admin.list_groups(timeout_ms)
     if as_json:
         click.echo(json.dumps([{"group": g.group_id, "state": g.state} for g in groups]))
@@ -93,9 +91,7 @@ def describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     member that owns it (its id, host and client id)."""
     from rich.table import Table
 
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         rows, description = _lag_rows(admin, bootstrap(ctx), group_id, security(ctx))
     if as_json:
         click.echo(json.dumps({
@@ -210,13 +206,12 @@ def reset_offsets(ctx: click.Context, group_id: str, topics: tuple[str, ...], al
     Exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by;
     offsets outside a partition's range are clamped to it. Unlike Kafka's tool, this
     changes the offsets unless --dry-run is given (as it always has here)."""
-    from strand.admin import Admin
     from strand.consumer import Consumer
 
     spec = _reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
     if dry_run and execute:
         raise click.UsageError("give --dry-run or --execute, not both")
-    with Admin(bootstrap(ctx), **security(ctx)) as admin, \
+    with open_admin(ctx) as admin, \
             Consumer(bootstrap(ctx), **security(ctx)) as consumer:
         partitions = _scope(consumer, admin, group_id, topics, all_topics)
         committed = admin.list_group_offsets(group_id)
@@ -266,8 +261,6 @@ def _print_plan(group_id: str, resets: list[PartitionReset], as_json: bool) -> N
 @friendly_errors
 def delete(ctx: click.Context, group_id: str) -> None:
     """Delete GROUP_ID and its committed offsets (the group must have no members)."""
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         admin.delete_group(group_id)
     err.print(f"deleted group {group_id}")

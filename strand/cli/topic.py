@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, parse_configs, security
+from strand.cli.common import err, friendly_errors, open_admin, parse_configs
 from strand.cli.configs import config_rows, config_table
 
 if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
@@ -31,9 +31,9 @@ def topic() -> None:
 def create(ctx: click.Context, name: str, partitions: int, replication_factor: int,
            configs: tuple[str, ...]) -> None:
     """Create topic NAME."""
-    from strand.admin import Admin, NewTopic
+    from strand.admin import NewTopic
 
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         admin.create_topics([NewTopic(name, partitions, replication_factor,
                                       parse_configs(configs))])
     err.print(f"created topic {name} ({partitions} partitions, "
@@ -46,9 +46,7 @@ def create(ctx: click.Context, name: str, partitions: int, replication_factor: i
 @friendly_errors
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List topic names."""
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         names = sorted(admin.list_topics())
     if as_json:
         click.echo(json.dumps(names))
@@ -68,9 +66,7 @@ def describe(ctx: click.Context, name: str, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         description = admin.describe_topics([name])[0]
         configs = config_rows(admin.describe_configs(name))
     partitions: list[dict[str, Any]] = [
@@ -99,9 +95,7 @@ def describe(ctx: click.Context, name: str, as_json: bool) -> None:
 @friendly_errors
 def delete(ctx: click.Context, name: str) -> None:
     """Delete topic NAME and its data."""
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         admin.delete_topics([name])
     err.print(f"deleted topic {name}")
 
@@ -118,12 +112,11 @@ def delete(ctx: click.Context, name: str) -> None:
 def alter(ctx: click.Context, name: str, configs: tuple[str, ...], deletes: tuple[str, ...],
           partitions: int | None) -> None:
     """Change configs or grow the partition count of topic NAME."""
-    from strand.admin import Admin
 
     if not configs and not deletes and partitions is None:
         raise click.UsageError("nothing to change: give --config, --delete-config or "
                                "--partitions")
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         if configs or deletes:
             admin.alter_configs(name, set=parse_configs(configs), delete=list(deletes))
         if partitions is not None:
@@ -146,12 +139,11 @@ def reassign(ctx: click.Context, name: str, partitions: tuple[int, ...], replica
              cancel: bool, show: bool) -> None:
     """Move partitions of topic NAME to other brokers, or change their replication
     factor: new replicas copy the data first (throttled), then the list switches."""
-    from strand.admin import Admin
 
     if show:
         if cancel or replicas is not None:
             raise click.UsageError("--list shows reassignments: leave out --replicas and --cancel")
-        with Admin(bootstrap(ctx), **security(ctx)) as admin:
+        with open_admin(ctx) as admin:
             ongoing = [r for r in admin.list_partition_reassignments([name])
                        if not partitions or r.partition in partitions]
         for r in ongoing:
@@ -171,7 +163,7 @@ def reassign(ctx: click.Context, name: str, partitions: tuple[int, ...], replica
         except ValueError:
             raise click.BadParameter(f"not a list of broker ids: {replicas!r}",
                                      param_hint="--replicas") from None
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         admin.alter_partition_reassignments({(name, p): target for p in partitions})
     what = "cancelled reassignment of" if cancel else f"reassigning to {target}:"
     err.print(f"{what} {', '.join(f'{name}-{p}' for p in partitions)}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strand.cli.common import bootstrap, err, friendly_errors, print_table, security
+from strand.cli.common import err, friendly_errors, open_admin, print_table
 
 if TYPE_CHECKING:  # clients (gRPC) and rich load when a command runs
     from strand.admin import Admin
@@ -58,9 +58,7 @@ def _json(value: Any) -> None:
 def list_(ctx: click.Context, states: tuple[str, ...], producer_ids: tuple[int, ...],
           duration_filter: int | None, as_json: bool) -> None:
     """Every transactional id with its producer id and state."""
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         listed = admin.list_transactions(states, producer_ids, duration_filter)
     if as_json:
         _json([{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
@@ -78,9 +76,7 @@ def list_(ctx: click.Context, states: tuple[str, ...], producer_ids: tuple[int, 
 def describe(ctx: click.Context, transactional_id: str, as_json: bool) -> None:
     """TRANSACTIONAL_ID's producer, state, timeout and the partitions of its open
     transaction."""
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         (found,) = admin.describe_transactions([transactional_id])
     now = int(time.time() * 1000)
     duration = None if found.start_time_ms is None else now - found.start_time_ms
@@ -123,9 +119,7 @@ def _producer_json(p: ProducerState) -> dict[str, Any]:
 def describe_producers(ctx: click.Context, topic: str, partition: int, as_json: bool) -> None:
     """The producers the leader of TOPIC's PARTITION knows: epochs, last sequence and
     timestamp, and the start offset of an open transaction."""
-    from strand.admin import Admin
-
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         producers = next(iter(admin.describe_producers([(topic, partition)]).values()))
     if as_json:
         _json([_producer_json(p) for p in producers])
@@ -186,12 +180,11 @@ def find_hanging(ctx: click.Context, broker_id: int | None, topic: str | None,
                  as_json: bool) -> None:
     """Open transactions no coordinator will end: they hold the last stable offset and
     read_committed readers back. End one with `strand transactions abort`."""
-    from strand.admin import Admin
 
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
     now = int(time.time() * 1000)
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         found = find_hanging_transactions(
             admin, _partitions_to_search(admin, topic, partition, broker_id),
             max_transaction_timeout * 60_000, now)
@@ -228,14 +221,13 @@ def abort(ctx: click.Context, topic: str, partition: int, start_offset: int | No
           coordinator_epoch: int | None) -> None:
     """End a hanging transaction on TOPIC's PARTITION with an ABORT marker: give
     --start-offset, or --producer-id, --producer-epoch and --coordinator-epoch."""
-    from strand.admin import Admin
 
     explicit = (producer_id, producer_epoch, coordinator_epoch)
     if (start_offset is None) == all(v is None for v in explicit):
         raise click.UsageError("identify the transaction by --start-offset, or by "
                                "--producer-id, --producer-epoch and --coordinator-epoch "
                                "(not both)")
-    with Admin(bootstrap(ctx), **security(ctx)) as admin:
+    with open_admin(ctx) as admin:
         if start_offset is not None:
             pid, epoch, coordinator = _by_start_offset(admin, topic, partition, start_offset)
         else:

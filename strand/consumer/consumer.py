@@ -481,8 +481,9 @@ class Consumer:
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
 
     def partitions_for(self, topic: str, timeout_ms: float | None = None) -> list[int]:
-        """The topic's partition ids (asks the gateway when they are not known yet);
-        UnknownTopicOrPartitionError if the topic does not exist."""
+        """The topic's partition ids (asks the gateway when they are not known yet,
+        trying again while it cannot be reached, up to ``timeout_ms``, default the
+        request timeout); UnknownTopicOrPartitionError if the topic does not exist."""
         self._check_open()
         return self._topics.partition_ids(topic, timeout_ms)
 

@@ -1,8 +1,9 @@
 """The consumer's Metadata calls: keeping the followed topics' leaders fresh for the
 fetcher, a topic's partitions for ``partitions_for()`` and the group leader, and
 every topic of the cluster for pattern subscriptions. Answers go into the shared
-:class:`MetadataCache`; a gateway that cannot be reached raises TransportError (the
-periodic refresh only records it and tries again after the backoff)."""
+:class:`MetadataCache`; a gateway that cannot be reached raises TransportError
+(``partitions_for()`` first tries again until its timeout; the periodic refresh
+only records it and tries again after the backoff)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import grpc
 
 from strand.client.channel import transport_error
 from strand.client.metadata import MetadataCache
+from strand.client.retries import until_deadline
 from strand.errors import ErrorCode, StrandError, error_for
 from strand.v1 import common_pb2 as pb
 from strand.v1 import gateway_pb2_grpc
@@ -27,10 +29,13 @@ class TopicMetadata:
 
     def _request(self, topics: list[str] | None, timeout_ms: float | None = None
                  ) -> pb.MetadataResponse:
-        """Ask for ``topics`` (None: every topic) and update the cache."""
+        """Ask for ``topics`` (None: every topic) once and update the cache."""
+        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        return self._attempt(topics, timeout)
+
+    def _attempt(self, topics: list[str] | None, timeout: float) -> pb.MetadataResponse:
         cache = self.cache
         cache.attempt_started()
-        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
             response: pb.MetadataResponse = self.stub.Metadata(
                 pb.MetadataRequest(topics=topics or []), timeout=timeout)
@@ -57,7 +62,12 @@ class TopicMetadata:
         info = cache.topic(topic)
         if info is None or info.error != ErrorCode.NONE:
             cache.add_topics([topic])
-            self._request(cache.wanted_topics(), timeout_ms)
+            wanted = cache.wanted_topics()
+            # As Kafka's partitionsFor: a gateway that cannot be reached is tried
+            # again until the timeout.
+            until_deadline(lambda seconds: self._attempt(wanted, seconds),
+                           (self.request_timeout_ms if timeout_ms is None else timeout_ms)
+                           / 1000)
             info = cache.topic(topic)
         if info is None or info.error != ErrorCode.NONE:
             code = info.error if info is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

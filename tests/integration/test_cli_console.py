@@ -149,7 +149,8 @@ def test_sdk_bootstrap_and_transport_errors_have_their_codes() -> None:
     with pytest.raises(BootstrapError) as bad:
         Admin("x")
     assert bad.value.code == ErrorCode.INVALID_CONFIG
-    with Admin(f"127.0.0.1:{free_port()}") as admin, pytest.raises(TransportError) as down:
+    with Admin(f"127.0.0.1:{free_port()}", request_timeout_ms=1000) as admin, \
+            pytest.raises(TransportError) as down:
         admin.list_topics()
     assert down.value.code == ErrorCode.NETWORK_EXCEPTION and down.value.retriable
 

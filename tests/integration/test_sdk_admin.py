@@ -3,12 +3,13 @@ the typed error of every refusal."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 
-from strand import Admin, NewTopic, Producer, TransportError
+from strand import Admin, Consumer, NewTopic, Producer, TransportError
 from strand.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -120,8 +121,43 @@ def test_new_partitions_are_used_by_producers(sdk_cluster: SdkCluster) -> None:
 
 
 def test_unreachable_gateway_raises_transport_error() -> None:
-    with Admin(f"127.0.0.1:{free_port()}", request_timeout_ms=2000) as admin, \
+    with Admin(f"127.0.0.1:{free_port()}", request_timeout_ms=1000) as admin, \
             pytest.raises(TransportError) as info:
         admin.list_topics()
     assert info.value.status == "UNAVAILABLE"
     assert info.value.retriable
+
+
+def test_reads_wait_out_a_gateway_restart(sdk_cluster: SdkCluster) -> None:
+    """Admin reads and Consumer.partitions_for() try again while the gateway is down
+    (as Kafka's clients, within their timeout); a change fails at once."""
+    with Admin(sdk_cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("adm-restart", 3, 1), NewTopic("adm-restart-b", 2, 1)])
+    gateway = sdk_cluster.gateway
+
+    def down_for(seconds: float) -> threading.Timer:
+        gateway.stop()
+        restart = threading.Timer(seconds, gateway.start)
+        restart.start()
+        return restart
+
+    with Admin(sdk_cluster.bootstrap, request_timeout_ms=30_000) as admin, \
+            Consumer(sdk_cluster.bootstrap) as consumer:
+        restart = down_for(1.5)
+        try:
+            began = time.monotonic()
+            with pytest.raises(TransportError):  # whether it was applied is unknown
+                admin.create_topics([NewTopic("adm-restart-new", 1, 1)])
+            assert time.monotonic() - began < 1.0
+            described = admin.describe_topics(["adm-restart"])[0]
+            assert [p.partition for p in described.partitions] == [0, 1, 2]
+            assert time.monotonic() - began >= 1.0  # it waited for the restart
+        finally:
+            restart.join()
+        restart = down_for(1.5)
+        try:
+            began = time.monotonic()
+            assert consumer.partitions_for("adm-restart-b", timeout_ms=30_000) == [0, 1]
+            assert time.monotonic() - began >= 1.0
+        finally:
+            restart.join()

@@ -109,7 +109,7 @@ def test_plaintext_and_strangers_are_refused(tls_cluster: tuple[Cluster, Path]) 
         client_tls("stranger").as_settings(),  # a certificate of another CA
     ]
     for settings in refused:
-        with Admin(cluster.bootstrap, request_timeout_ms=3000, **settings) as admin, \
+        with Admin(cluster.bootstrap, request_timeout_ms=1000, **settings) as admin, \
                 pytest.raises(TransportError) as refusal:
             admin.list_topics()
         assert refusal.value.status == "UNAVAILABLE", settings
@@ -212,7 +212,7 @@ def test_the_operator_reaches_the_cluster_over_tls(tls_cluster: tuple[Cluster, P
     finally:
         gateway.close()
     assert sorted(b.id for b in brokers) == [1, 2]
-    plaintext = StrandGateway(cluster.bootstrap, request_timeout_s=3)
+    plaintext = StrandGateway(cluster.bootstrap, request_timeout_s=1)
     try:
         with pytest.raises(TransportError):
             asyncio.run(plaintext.brokers())

@@ -224,7 +224,7 @@ class TestSecureValues:
             with Admin(scram_cluster.bootstrap, **settings) as stranger, \
                     pytest.raises(AuthenticationError, match=match):
                 stranger.list_topics()
-        with Admin(scram_cluster.bootstrap, request_timeout_ms=3000) as plaintext, \
+        with Admin(scram_cluster.bootstrap, request_timeout_ms=1000) as plaintext, \
                 pytest.raises(TransportError) as refusal:
             plaintext.list_topics()
         assert refusal.value.status == "UNAVAILABLE"
@@ -325,7 +325,7 @@ class TestExistingSecrets:
         for settings in (mtls_cluster.settings(),  # TLS, no certificate
                          client_tls_settings(True, mtls_cluster.ca_file(), stranger_cert,
                                              stranger_key)):
-            with Admin(mtls_cluster.bootstrap, request_timeout_ms=3000, **settings) as admin, \
+            with Admin(mtls_cluster.bootstrap, request_timeout_ms=1000, **settings) as admin, \
                     pytest.raises(TransportError) as refusal:
                 admin.list_topics()
             assert refusal.value.status == "UNAVAILABLE"
