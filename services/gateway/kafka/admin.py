@@ -240,6 +240,9 @@ async def delete_topics(request: Any, call: KafkaCall) -> Any:
                             lambda: not any(name in call.servicer.cache.topics
                                             for name in deleted))
     module = module_of(request)
+    # From v6 a topic may be named by id: its result's name is then null. Before, the
+    # name is not nullable, and a topic named "" (refused) is answered under "".
+    by_id = not hasattr(request, "topic_names")
     results = []
     for name, topic_id, refusal in entries:
         if refusal is not None:
@@ -249,7 +252,7 @@ async def delete_topics(request: Any, call: KafkaCall) -> Any:
         else:
             code, message = int(ErrorCode.UNKNOWN_SERVER_ERROR), "no answer for the topic"
         results.append(build(
-            module, "DeletableTopicResult", name=name or None,
+            module, "DeletableTopicResult", name=(name or None) if by_id else name,
             topic_id=topic_id or topic_uuid(known.get(name, "")), error_code=kafka_error(code),
             error_message=message or None))
     return build(module, "DeleteTopicsResponse", throttle_time=NO_THROTTLE,

@@ -25,6 +25,8 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from services.gateway.kafka.array_bounds import ArrayOutOfBounds, check_arrays
+
 __all__ = ["API_VERSIONS_KEY", "DEFAULT_MAX_REQUEST_BYTES", "FrameTooLarge",
            "MalformedRequest", "RequestHeader", "decode_body", "encode_response",
            "parse_header", "read_frame"]
@@ -117,6 +119,13 @@ def parse_header(frame: bytes) -> RequestHeader:
 
 def decode_body(frame: bytes, header: RequestHeader, request_type: type[Any]) -> Any:
     """The request body (a ``request_type`` of kio) after the header."""
+    try:
+        # Before kio: its reader would reserve room for an absurd array length (and
+        # abort the process when that fails) or read a null array as None.
+        check_arrays(frame, header.body_offset, request_type)
+    except ArrayOutOfBounds as exc:
+        raise MalformedRequest(
+            f"a {request_type.__name__} v{header.api_version} body: {exc}") from None
     try:
         body, size = entity_reader(request_type)(frame, header.body_offset)
     except Exception as exc:
