@@ -34,7 +34,7 @@ help:
 	@echo "make mirror-demo - two local clusters, the mirror job copying a topic while it is written, the audit's report (REPORT_DIR=)"
 	@echo "make mirror-faults - the Spark mirror, exactly once while its driver and a target leader are killed (MIRROR_FAULT_RECORDS=100000), and the demo's check"
 	@echo "make bench-groups - consumer groups: join time of 10 consumers, 3-consumer throughput, JSON on stdout (ROUNDS=, RECORDS=)"
-	@echo "make fuzz   - coverage-guided fuzzing of every decoder of outside input, 10.6 M inputs; JSON to FUZZ_JSON=bench/results/fuzz.json (FUZZ_RUNS=, FUZZ_LOG_RUNS=, FUZZ_JOBS=)"
+	@echo "make fuzz   - coverage-guided fuzzing of every decoder of outside input, 13 M inputs; JSON to FUZZ_JSON=bench/results/fuzz.json (FUZZ_RUNS=, FUZZ_LOG_RUNS=, FUZZ_JOBS=)"
 
 $(STAMP): pyproject.toml
 	@echo ">>> creating the Python virtual environment in $(VENV) and installing Strand with its dev tools"
@@ -216,7 +216,7 @@ bench-quotas: setup system-deps
 
 # Coverage-guided fuzzing (fuzz/, docs/fuzzing.md): each harness under libFuzzer for
 # FUZZ_RUNS inputs (the log recovery harness, which opens a partition directory per
-# input, for FUZZ_LOG_RUNS), FUZZ_JOBS at a time: 4 x 2.4 M + 1 M = 10.6 M inputs.
+# input, for FUZZ_LOG_RUNS), FUZZ_JOBS at a time: 5 x 2.4 M + 1 M = 13 M inputs.
 # A finding (crash, hang, out of memory) fails it; its input stays in the work dir
 # printed. The test suite runs a short version (tests/fuzz).
 FUZZ_RUNS ?= 2400000

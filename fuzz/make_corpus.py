@@ -13,17 +13,38 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
+import datetime
+import io
 import json
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from google.protobuf.message import Message  # type: ignore[import-untyped]
+from kio.index import load_payload_module, load_request_schema
+from kio.schema.errors import ErrorCode as KafkaErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.static.constants import EntityType
+from kio.static.primitive import Records, i16, i32
 from scramp import ScramClient, ScramMechanism  # type: ignore[import-untyped]
 
-from fuzz.harnesses import HARNESSES, gateway_requests, gateway_security, log_recovery
+from fuzz.harnesses import (
+    HARNESSES,
+    gateway_requests,
+    gateway_security,
+    kafka_requests,
+    log_recovery,
+)
 from fuzz.harnesses import record_batch as rb
+from services.gateway.kafka.apis import api_table
+from services.gateway.kafka.listener import api_name
 from strand.client.structs import TopicPartition
 from strand.consumer.assignors.base import (
     Assignment,
@@ -32,6 +53,7 @@ from strand.consumer.assignors.base import (
     encode_member_data,
 )
 from strand.consumer.protocol import encode_assignment, encode_subscription
+from strand.errors import ErrorCode
 from strand.log.config import LogConfig
 from strand.log.log import PartitionLog
 from strand.log.producer_state import AppendOrigin
@@ -258,6 +280,129 @@ def gateway_security_seeds() -> Seeds:
     yield "etcd-quota-key", etcd + QuotaEntity("al/ice", None).key().encode()
 
 
+# -- kafka requests ------------------------------------------------------------------------------
+
+# What the example requests name, by field: the fake cluster's topics, a group, alice.
+_KAFKA_TEXT = {"name": "orders", "topic": "orders", "resource_name": "orders",
+               "topic_names": "orders", "group_id": "g1", "groups": "g1", "groups_names": "g1",
+               "key": "g1", "coordinator_keys": "g1", "member_id": "m1",
+               "transactional_id": "tx-1", "transactional_ids": "tx-1",
+               "protocol_type": "consumer", "protocol_name": "range",
+               "mechanism": MECHANISM, "principal": "User:alice", "host": "*",
+               "client_software_name": "fuzz", "client_software_version": "1.0",
+               "state_filters": "Ongoing", "states_filter": "Stable",
+               "types_filter": "classic", "rack_id": "a", "value": "1000",
+               "configuration_keys": "retention.ms", "committed_metadata": ""}
+# Kafka's numbers a useful example has other than 0 (ACL enums, sizes, counts).
+_KAFKA_NUMBERS = {"resource_type": 2, "resource_pattern_type": 3, "pattern_type_filter": 3,
+                  "operation": 3, "permission_type": 3, "acks": -1, "max_bytes": 1 << 20,
+                  "partition_max_bytes": 1 << 16, "min_bytes": 1, "count": 4,
+                  "num_partitions": -1, "replication_factor": -1, "timestamp": -1,
+                  "broker_ids": 1, "generation_id": 1, "generation_id_or_member_epoch": 1,
+                  "producer_epoch": 0, "committed_offset": 5, "endpoint_type": 1}
+
+
+def _kafka_value(name: str, kafka_type: str) -> object:
+    if kafka_type == "string":
+        return _KAFKA_TEXT.get(name, "x")
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(milliseconds=1000)
+    if kafka_type == "datetime_i64":
+        return datetime.datetime.fromtimestamp(_TS / 1000, datetime.UTC)
+    if kafka_type == "uuid":
+        return uuid.UUID(int=1)  # the topic id of "orders" in the harness's cluster
+    if kafka_type == "records":
+        return Records(_batch())
+    if kafka_type == "bytes":
+        return b""
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "float64":
+        return 0.0
+    if kafka_type == "error_code":
+        return KafkaErrorCode.none
+    return _KAFKA_NUMBERS.get(name, 0)
+
+
+def _kafka_example(cls: type[Any], **values: Any) -> Any:
+    """An instance of a kio request (or nested) class: its schema's defaults, else a
+    value of each field's type (one entry per array), ``values`` first."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if field.name in values:
+            out[field.name] = values[field.name]
+        elif (field.default is not dataclasses.MISSING
+              and field.name not in _KAFKA_TEXT and field.name not in _KAFKA_NUMBERS):
+            out[field.name] = field.default
+        else:
+            kind = classify_field(field)
+            if isinstance(kind, EntityField | EntityTupleField):
+                entity = _kafka_example(kind.type_)
+                out[field.name] = (entity,) if kind.is_array else entity
+            else:
+                value = _kafka_value(field.name, field.metadata["kafka_type"])
+                out[field.name] = (value,) if kind.is_array else value
+    return cls(**out)
+
+
+def _kafka_frame(key: int, version: int, body: Any = None, *, correlation_id: int = 7,
+                 **values: Any) -> bytes:
+    """A request frame (header and body, no size prefix) of ``key`` at ``version``."""
+    schema = load_request_schema(key, version)
+    out = io.BytesIO()
+    header: type[Any] = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    entity_writer(header)(out, header(request_api_key=i16(key), request_api_version=i16(version),
+                                      correlation_id=i32(correlation_id), client_id="fuzz"))
+    entity_writer(schema)(out, body if body is not None else _kafka_example(schema, **values))
+    return out.getvalue()
+
+
+def kafka_request_seeds() -> Seeds:
+    kr = kafka_requests
+    anonymous, code = bytes([kr.ANONYMOUS_CONNECTION | kr.ANSWER, 0]), 0
+    table = api_table()
+    for key, (low, high) in sorted(table.versions.items()):
+        name = api_name(key, low)
+        for version in sorted({low, (low + high) // 2, high}):
+            yield f"{name}-v{version}", anonymous + _kafka_frame(key, version)
+    # ApiVersions of a version not served yet: answered v0, UNSUPPORTED_VERSION.
+    yield "ApiVersions-unknown-v9", anonymous + _kafka_frame(18, 4)[:2] + b"\0\x09" + (
+        _kafka_frame(18, 4)[4:])
+    unauthenticated = bytes([kr.UNAUTHENTICATED | kr.ANSWER, code])
+    yield "SaslHandshake-unauthenticated", unauthenticated + _kafka_frame(17, 1)
+    yield "SaslAuthenticate-scram-first", bytes([kr.SASL_STARTED | kr.ANSWER, code]) + (
+        _kafka_frame(36, 2, auth_bytes=b"n,,n=alice,r=" + _CLIENT_NONCE.encode()))
+    yield "SaslAuthenticate-plain-tls", bytes([kr.TLS | kr.SASL_STARTED | kr.ANSWER, code]) + (
+        _kafka_frame(36, 1, auth_bytes=b"\0alice\0alice-password"))
+    yield "Metadata-unauthenticated", unauthenticated + _kafka_frame(3, 12)
+    yield "Metadata-session-ended", bytes([kr.LAPSED | kr.ANSWER, code]) + _kafka_frame(3, 9)
+    yield "DescribeUserScramCredentials-not-served", anonymous + _kafka_frame(50, 0)
+    lz4 = Records(_batch(Compression.LZ4, producer_id=9, producer_epoch=0, base_sequence=0))
+    produce = _kafka_frame(0, 9, topic_data=(_kafka_example(
+        load_payload_module(0, 9, EntityType.request).TopicProduceData, partition_data=(
+            _kafka_example(load_payload_module(0, 9, EntityType.request).PartitionProduceData,
+                           records=lz4),)),))
+    yield "Produce-lz4-batch", anonymous + produce
+    yield "Produce-acks-0", anonymous + _kafka_frame(0, 7, acks=0)
+    yield "Fetch-incremental-session", anonymous + _kafka_frame(1, 12, session_id=1,
+                                                                 session_epoch=1)
+    yield "Fetch-new-session", anonymous + _kafka_frame(1, 11, session_id=0, session_epoch=0)
+    yield "Metadata-v0-every-topic", anonymous + _kafka_frame(3, 0, topics=())
+    acl_alice = kr.AUTHENTICATED | kr.ACLS_ON
+    errors = list(ErrorCode)
+    for name, key, version, behaviour, error in [
+            ("Produce", 0, 11, kr.REFUSE, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            ("Fetch", 1, 17, kr.ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+            ("JoinGroup", 11, 3, kr.ERROR, ErrorCode.MEMBER_ID_REQUIRED),
+            ("OffsetCommit", 8, 9, kr.REFUSE, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+            ("CreateTopics", 19, 7, kr.ANSWER, ErrorCode.NONE),
+            ("DeleteTopics", 20, 6, kr.EMPTY, ErrorCode.NONE),
+            ("DescribeConfigs", 32, 4, kr.ERROR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            ("InitProducerId", 22, 5, kr.REFUSE, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]:
+        yield (f"{name}-v{version}-acls-{behaviour >> 4}-{error.name.lower()}",
+               bytes([acl_alice | behaviour, errors.index(error)]) + _kafka_frame(key, version))
+
+
 # -- log recovery ----------------------------------------------------------------------------
 
 def _log_directory(root: Path) -> Path:
@@ -362,6 +507,7 @@ SEEDS: dict[str, Callable[[], Seeds]] = {
     "gateway_security": gateway_security_seeds,
     "log_recovery": log_recovery_seeds,
     "operator_validation": operator_seeds,
+    "kafka_requests": kafka_request_seeds,
 }
 
 

@@ -52,6 +52,14 @@ HARNESSES: dict[str, HarnessSpec] = {
         "fuzz.harnesses.gateway_security", (*_STRAND, "services", "scramp"), 4096,
         "SCRAM messages (both sides), session tokens, and the ACL, quota and SCRAM "
         "credential fields of the security calls, with their etcd round trip"),
+    # kio's readers are native code (no coverage to see): the seeds hold a valid request
+    # of every served API (its lowest, a middle and its highest version), which the
+    # mutations start from.
+    "kafka_requests": HarnessSpec(
+        "fuzz.harnesses.kafka_requests", (*_STRAND, "services"), 8192,
+        "a Kafka request frame through the gateway's Kafka listener: header, served "
+        "versions, the authentication gate and SASL, the body, each API's handler "
+        "against a fake servicer, the response checked as kio reads it"),
     "operator_validation": HarnessSpec(
         "fuzz.harnesses.operator_validation", (*_STRAND, "strand_operator"), 4096,
         "a Topic or StrandUser custom resource as JSON: the Topic reconciled by the "
