@@ -15,9 +15,11 @@ schema (kio's entity classes) over the bytes without building anything:
   refused, as Kafka's readers do ("non-nullable field ... was serialized as null");
   kio would read it as None and a handler would trip over it.
 
-Anything else that does not add up (a truncated body, a bad varint) ends the walk
-quietly: kio's reader then says what is wrong, as before. Tagged fields are walked
-inside the bytes their size announces.
+The walk reads the bytes exactly as kio's reader does (a known tagged field is read
+where it starts, whatever size it announces; an unknown one is skipped by its size),
+so it checks every array kio would meet. Anything else that does not add up (a
+truncated body, a varint over 5 bytes) ends the walk quietly: kio's reader fails at
+the same place and says what is wrong, as before.
 """
 
 from __future__ import annotations
@@ -170,13 +172,13 @@ class _Walk:
     def tagged_fields(self, plan: _Plan) -> None:
         for _ in range(self.uvarint()):
             tag, size = self.uvarint(), self.uvarint()
-            self.need(size)
             field = plan.tagged.get(tag)
-            if field is not None:  # walked inside its own bytes
-                inner = _Walk(self.data, self.pos, self.pos + size)
-                with contextlib.suppress(_Stop):
-                    inner.field(field, plan)
-            self.pos += size
+            if field is None:  # unknown: skipped by its size
+                self.need(size)
+                self.pos += size
+            else:  # known: read where it starts, whatever its size says (as kio and
+                # Kafka's generated readers do), so the walk stays where kio's reader is
+                self.field(field, plan)
 
     def field(self, field: _Field, plan: _Plan) -> None:
         if field.kind == "unknown":

@@ -96,3 +96,19 @@ def test_a_truncated_body_is_left_to_kio() -> None:
     check_arrays(frame[:-10], header.body_offset, load_request_schema(0, 9))
     with pytest.raises(MalformedRequest, match="unreadable"):
         decode_body(frame[:-10], header, load_request_schema(0, 9))
+
+
+def test_a_known_tagged_field_is_read_where_it_starts_as_kio_does() -> None:
+    """Found by the fuzzer: a Fetch v17 whose partition carries its tagged directory id
+    twice, each announcing 0 bytes but followed by 16 (kio, like Kafka's generated
+    readers, reads a known tagged field where it starts, whatever its size says). The
+    walk must stay where kio is, to meet the null forgotten-topics array after."""
+    frame = bytes.fromhex(
+        "0001001100000007000466770700000000000000000001000000000000000000ffffffff0200"
+        "000000000000000000000000000001020000090000000000000000ff00ffffff000000000000"
+        "00000000000000000001020000ffffffffffffffff00ff00ffffff0000000000000000ff0005"
+        "00010007000466090000000700000000000000026100000000656f646500")
+    header = parse_header(frame)
+    with pytest.raises(MalformedRequest, match=r"FetchRequest\.forgotten_topics_data "
+                                               r"was serialized as null"):
+        decode_body(frame, header, load_request_schema(1, 17))
