@@ -11,6 +11,7 @@ import pytest
 from kio.index import load_request_schema
 
 from fuzz.make_corpus import _kafka_frame
+from services.gateway.kafka import array_bounds
 from services.gateway.kafka.apis import api_table
 from services.gateway.kafka.array_bounds import ArrayOutOfBounds, check_arrays
 from services.gateway.kafka.framing import MalformedRequest, decode_body, parse_header
@@ -34,6 +35,11 @@ def test_every_served_request_passes(key: int, version: int) -> None:
     schema = load_request_schema(key, version)
     check_arrays(frame, header.body_offset, schema)
     decode_body(frame, header, schema)
+    # and the walk read it to its last byte, where kio's reader ends: it knows every
+    # field's encoding (a type it did not know would end it early, unchecked)
+    walk = array_bounds._Walk(frame, header.body_offset, len(frame))
+    walk.entity(array_bounds._plan(schema))
+    assert walk.pos == len(frame)
 
 
 def test_an_array_longer_than_the_body_is_refused_before_kio() -> None:
