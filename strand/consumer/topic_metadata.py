@@ -27,13 +27,11 @@ class TopicMetadata:
         self.cache = cache
         self.request_timeout_ms = request_timeout_ms
 
-    def _request(self, topics: list[str] | None, timeout_ms: float | None = None
+    def _request(self, topics: list[str] | None, timeout_s: float | None = None
                  ) -> pb.MetadataResponse:
-        """Ask for ``topics`` (None: every topic) once and update the cache."""
-        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
-        return self._attempt(topics, timeout)
-
-    def _attempt(self, topics: list[str] | None, timeout: float) -> pb.MetadataResponse:
+        """Ask for ``topics`` (None: every topic) once, within ``timeout_s`` (default:
+        the request timeout), and update the cache."""
+        timeout = self.request_timeout_ms / 1000 if timeout_s is None else timeout_s
         cache = self.cache
         cache.attempt_started()
         try:
@@ -65,7 +63,7 @@ class TopicMetadata:
             wanted = cache.wanted_topics()
             # As Kafka's partitionsFor: a gateway that cannot be reached is tried
             # again until the timeout.
-            until_deadline(lambda seconds: self._attempt(wanted, seconds),
+            until_deadline(lambda seconds: self._request(wanted, seconds),
                            (self.request_timeout_ms if timeout_ms is None else timeout_ms)
                            / 1000)
             info = cache.topic(topic)
