@@ -67,6 +67,9 @@ class _Field:
     size: int = 0  # fixed: its bytes
     kafka_type: str = ""
     entity: type | None = None
+    # an array: one of its elements (never null), and the fewest bytes one takes (>= 1)
+    element: _Field | None = None
+    element_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +102,17 @@ def _plan(entity: type) -> _Plan:
                                  kafka_type=kafka_type)
             else:  # a type this walk does not know: stop there, kio decides
                 planned = _Field(field.name, "unknown", array, nullable)
+        if array:
+            element = dataclasses.replace(planned, array=False, nullable=False)
+            planned = dataclasses.replace(planned, element=element,
+                                          element_size=max(_min_size(element, flexible), 1))
         tag = get_field_tag(field)
         if tag is not None:
             tagged[int(tag)] = planned
         else:
             fields.append(planned)
-    plan = _Plan(entity.__name__, flexible, tuple(fields), tagged, 0)
-    return dataclasses.replace(plan, min_size=sum(_min_size(f, flexible) for f in fields)
-                               + (1 if flexible else 0))
+    min_size = sum(_min_size(f, flexible) for f in fields) + (1 if flexible else 0)
+    return _Plan(entity.__name__, flexible, tuple(fields), tagged, min_size)
 
 
 def _min_size(field: _Field, flexible: bool) -> int:
@@ -194,8 +200,8 @@ class _Walk:
             if count < -1:
                 raise _Stop
             return
-        element = dataclasses.replace(field, array=False, nullable=False)
-        smallest = max(_min_size(element, plan.flexible), 1)
+        element, smallest = field.element, field.element_size
+        assert element is not None
         left = self.end - self.pos
         if count * smallest > left:
             raise ArrayOutOfBounds(
