@@ -10,13 +10,15 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := etcd-server
 # Spark (the strand data source, the mirror and audit jobs) runs on Debian's JDK 17.
 JAVA_PACKAGES := openjdk-17-jre-headless
+# pytest-xdist workers of `make test` (TEST_WORKERS=1: one process, in file order).
+TEST_WORKERS ?= 2
 
 .PHONY: k8s-tools image spark-image setup system-deps test-deps run demo-log test test-fast lint bench proto clean help chaos bench-peers bench-failover bench-groups bench-compare bench-cli bench-eos mirror-faults bench-spark mirror-demo bench-tls bench-quotas fuzz
 
 help:
 	@echo "make run    - start a local cluster of real processes and produce/consume through it"
 	@echo "make demo-log - the storage engine alone: append, read, compact, recover"
-	@echo "make test   - install everything and run the whole test suite"
+	@echo "make test   - install everything and run the whole test suite (TEST_WORKERS=2 in parallel)"
 	@echo "make image  - build the container image (needs docker or podman; IMAGE=strand:0.1.0)"
 	@echo "make spark-image - build the Spark jobs' image (needs docker or podman; SPARK_IMAGE=strand-spark:0.1.0)"
 	@echo "make lint   - ruff, mypy and the import contracts (.importlinter)"
@@ -130,8 +132,8 @@ test-deps:
 	fi
 
 test: setup system-deps k8s-tools test-deps
-	@echo ">>> running the test suite"
-	@$(PY) -m pytest -q
+	@echo ">>> running the test suite ($(TEST_WORKERS) workers)"
+	@$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup system-deps k8s-tools test-deps
 	@$(PY) -m pytest -q -m "not slow"

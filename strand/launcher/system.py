@@ -16,15 +16,74 @@ from pathlib import Path
 LOCALHOST = "127.0.0.1"
 
 
-def free_port(preferred: int | None = None) -> int:
-    """A port of 127.0.0.1 nobody listens on: ``preferred`` when it is free, else any."""
+def _ephemeral_low() -> int:
+    """The lowest port the kernel picks for outgoing connections and port-0 binds."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_BLOCK = 1000  # ports per test worker
+_FIRST_BLOCK = 10000
+
+
+def _port_block() -> range:
+    """Where this process hands out ports: below the kernel's ephemeral range, so that
+    no outgoing connection (ours or anyone's) takes a port between the moment it is
+    handed out and the moment its service binds it; and a block per pytest-xdist
+    worker (``PYTEST_XDIST_WORKER`` = gw0, gw1, ...), so that two workers never hand
+    out the same one. Empty when the ephemeral range leaves no room (then: port 0)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    start = _FIRST_BLOCK + index * _BLOCK
+    return range(start, min(start + _BLOCK, _ephemeral_low()))
+
+
+class _PortCycle:
+    """The ports of :func:`_port_block` in turn, starting at a random one (a previous
+    run's ports may still linger), so that a port handed out and not yet bound is not
+    handed out again before the whole block has gone round."""
+
+    def __init__(self) -> None:
+        self.block = _port_block()
+        self.next = int.from_bytes(os.urandom(2), "big") % len(self.block) if self.block else 0
+
+    def take(self) -> int | None:
+        for _ in range(len(self.block)):
+            port = self.block[self.next]
+            self.next = (self.next + 1) % len(self.block)
+            if _bindable(port):
+                return port
+        return None
+
+
+_cycle: _PortCycle | None = None
+
+
+def _bindable(port: int) -> int | None:
+    """``port`` if nobody listens on it (0: whatever the kernel gives), else None."""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((LOCALHOST, preferred or 0))
+            s.bind((LOCALHOST, port))
         except OSError:
-            s.bind((LOCALHOST, 0))
+            return None
         return int(s.getsockname()[1])
+
+
+def free_port(preferred: int | None = None) -> int:
+    """A port of 127.0.0.1 nobody listens on: ``preferred`` when it is free, else one
+    of this process's block (see :func:`_port_block`), else any."""
+    global _cycle
+    if preferred and _bindable(preferred):
+        return preferred
+    if _cycle is None:
+        _cycle = _PortCycle()
+    port = _cycle.take() or _bindable(0)
+    if port is None:
+        raise OSError("no free port on 127.0.0.1")
+    return port
 
 
 def port_open(port: int) -> bool:
