@@ -13,7 +13,11 @@ bytes, every write is acks=all. Then, in sections (``--sections``):
    ``--commit-interval-ms``, each sending ``--records`` records per run; ``--rounds``
    rounds run every variant back to back in an order rotated each round; the
    ratios of the medians (targets: idempotent >= 0.9x plain, transactional >=
-   0.85x plain), each round's ratio and the spread (bench/eos/produce.py).
+   0.85x plain), each round's ratio and the spread (bench/eos/produce.py). Each run
+   also says what it cost (bench/eos/cost.py): CPU microseconds per record of every
+   process (the client is this one), the cores kept busy, and the requests each
+   service served per 1000 records — on a machine the whole cluster shares, a
+   ratio follows the CPU per record.
 2. ``endtxn``: EndTxn latency p50/p99 for transactions over ``--endtxn-partitions``
    partitions: the raw EndTxn RPC, the time until CompleteCommit, and the SDK's
    ``commit_transaction()`` (bench/eos/endtxn.py).
@@ -51,6 +55,7 @@ from bench_support import (
 )
 from eos.cluster import create_topic, start_cluster
 from eos.consume import consume_section
+from eos.cost import CostMeter
 from eos.endtxn import endtxn_section
 from eos.produce import ProduceSpec, produce_section, transactions_available
 
@@ -120,7 +125,7 @@ def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
         create_topic(cluster, PRODUCE_TOPIC, args.partitions, *topic)
         spec = ProduceSpec(bootstrap, PRODUCE_TOPIC, args.records, args.record_size,
                            args.batch_size, args.linger_ms, args.commit_interval_ms)
-        result["produce"] = produce_section(spec, args.rounds, sdk)
+        result["produce"] = produce_section(spec, args.rounds, sdk, CostMeter(cluster))
     if "endtxn" in args.sections:
         create_topic(cluster, ENDTXN_TOPIC, max(args.endtxn_partitions), *topic)
         result["end_txn_latency"] = endtxn_section(
@@ -142,6 +147,8 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
         if key in produce:
             out[key] = produce[key]["ratio"]
             out[f"{key}_met"] = produce[key]["met"]
+    for variant, row in produce.get("cpu_us_per_record", {}).items():
+        out[f"cpu_us_per_record[{variant}]"] = row["median"]
     if "consume" in result:
         ratio = result["consume"]["read_committed_vs_read_uncommitted"]
         out["read_committed_vs_read_uncommitted"] = ratio["ratio"]

@@ -18,7 +18,8 @@ def start_cluster(directory: Path, storage_nodes: int, lease_ttl: int) -> Cluste
     storage node is registered and the coordinator holds every shard."""
     cluster = Cluster(ClusterSpec(
         directory, name="eosbench", storage_nodes=storage_nodes, txn_coordinators=1,
-        lease_ttl=lease_ttl, etcd_fsync=False, boot=Boot.ONE_BY_ONE, healthy_timeout=30))
+        lease_ttl=lease_ttl, etcd_fsync=False, boot=Boot.ONE_BY_ONE, healthy_timeout=30,
+        metrics=True))  # the produce runs' requests served (eos.cost)
     err.print(f"starting etcd, a controller, {storage_nodes} storage nodes, a gateway and "
               f"a transaction coordinator in {directory}")
     return cluster.start()

@@ -3,7 +3,8 @@ producers, interleaved: each round runs every variant once, back to back, in an
 order rotated each round; each run is a fresh SDK Producer sending ``records``
 records of ``record_size`` bytes (acks=all) to the same topic, timed from the
 first send to the last acknowledgement (the transactional run: to its last
-commit). Setup (metadata, InitProducerId) is not timed."""
+commit). Setup (metadata, InitProducerId) is not timed. Each run also reports what
+it cost (:mod:`.cost`): CPU per record by process, requests served per record."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bench_support import err
 
 from strand import Producer
 
+from .cost import CostMeter, cost
 from .stats import latency_ms, ratio, rotated, spread
 
 PLAIN, IDEMPOTENT, TRANSACTIONAL = "plain", "idempotent", "transactional"
@@ -38,7 +40,8 @@ def transactions_available() -> bool:
     return hasattr(Producer, "commit_transaction")
 
 
-def produce_run(spec: ProduceSpec, variant: str) -> dict[str, Any]:
+def produce_run(spec: ProduceSpec, variant: str,
+                meter: CostMeter | None = None) -> dict[str, Any]:
     payload = os.urandom(spec.record_size)
     failures: list[BaseException] = []
 
@@ -61,6 +64,7 @@ def produce_run(spec: ProduceSpec, variant: str) -> dict[str, Any]:
         if transactional:
             producer.init_transactions()
         interval = spec.commit_interval_ms / 1000
+        before = meter.read() if meter is not None else None
         start = time.perf_counter()
         if transactional:
             producer.begin_transaction()
@@ -80,25 +84,29 @@ def produce_run(spec: ProduceSpec, variant: str) -> dict[str, Any]:
         else:
             producer.flush()
         seconds = time.perf_counter() - start
+        after = meter.read() if meter is not None else None
     if failures:
         raise RuntimeError(f"{variant}: {len(failures)} records failed: {failures[0]!r}")
     result: dict[str, Any] = {
         "seconds": round(seconds, 3), "records_per_s": round(spec.records / seconds, 1),
         "mb_per_s": round(spec.records * spec.record_size / seconds / 1e6, 3)}
+    if before is not None and after is not None:
+        result["cost"] = cost(before, after, spec.records)
     if commits:
         result["transactions"] = len(commits)
         result["commit_transaction"] = latency_ms(commits)
     return result
 
 
-def produce_section(spec: ProduceSpec, rounds: int, transactional: bool) -> dict[str, Any]:
+def produce_section(spec: ProduceSpec, rounds: int, transactional: bool,
+                    meter: CostMeter | None = None) -> dict[str, Any]:
     variants = [PLAIN, IDEMPOTENT, *([TRANSACTIONAL] if transactional else [])]
     produce_run(spec, PLAIN)  # warm-up (connections, the topic's first segments): not kept
     measured: list[dict[str, Any]] = []
     for i in range(rounds):
         row: dict[str, Any] = {"round": i, "order": rotated(variants, i)}
         for variant in row["order"]:
-            row[variant] = produce_run(spec, variant)
+            row[variant] = produce_run(spec, variant, meter)
         measured.append(row)
         err.print(f"produce round {i + 1}/{rounds}: " + ", ".join(
             f"{v} {row[v]['records_per_s']:,.0f}/s" for v in variants))
@@ -115,6 +123,10 @@ def produce_section(spec: ProduceSpec, rounds: int, transactional: bool) -> dict
         "mb_per_s": {v: spread([r[v]["mb_per_s"] for r in measured]) for v in variants},
         "idempotent_vs_plain": ratio(measured, IDEMPOTENT, PLAIN, "records_per_s", 0.9),
     }
+    if meter is not None:  # what bounds the ratios on a busy machine: CPU per record
+        result["cpu_us_per_record"] = {
+            v: spread([r[v]["cost"]["cpu_us_per_record"]["total"] for r in measured])
+            for v in variants}
     if transactional:
         result["transactional_vs_plain"] = ratio(measured, TRANSACTIONAL, PLAIN,
                                                  "records_per_s", 0.85)

@@ -34,6 +34,7 @@ from strand.launcher.signals import (
 from strand.launcher.system import (
     alive,
     command_line,
+    cpu_seconds,
     free_port,
     port_open,
     process_state,
@@ -52,6 +53,7 @@ __all__ = [
     "ServiceProcess",
     "alive",
     "command_line",
+    "cpu_seconds",
     "deferred_signals",
     "die_with_parent",
     "etcd_binary",

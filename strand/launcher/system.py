@@ -115,6 +115,14 @@ def process_state(pid: int) -> str | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) process ``pid`` has used, from /proc/<pid>/stat;
+    OSError when it is gone."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # fields 14 and 15 of the whole line
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def command_line(pid: int) -> list[str]:
     """The arguments process ``pid`` was started with (empty when it is gone)."""
     try:

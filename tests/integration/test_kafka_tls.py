@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ssl
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -32,10 +31,10 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
-from prometheus_client.parser import text_string_to_metric_families
 
 from strand import Admin, NewTopic
 from strand.launcher import Cluster
+from strand.launcher.service_metrics import scrape
 from strand.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -305,15 +304,11 @@ def test_the_client_certificate_authenticates_without_sasl(cluster: Cluster) -> 
 def kafka_requests(cluster: Cluster, request: str) -> tuple[float, float]:
     """(strand_requests_total, strand_request_total_time_seconds_count) of the gateway
     for Kafka's ``request`` answered (service="kafka", status="OK")."""
-    port = cluster.metrics_ports[cluster.gateway.id]
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    wanted = {"service": "kafka", "request": request, "status": "OK"}
     counts = {"strand_requests_total": 0.0, "strand_request_total_time_seconds_count": 0.0}
-    for family in text_string_to_metric_families(text.decode()):
-        for sample in family.samples:
-            if sample.name in counts and sample.labels.get("service") == "kafka" and \
-                    sample.labels.get("request") == request and \
-                    sample.labels.get("status") == "OK":
-                counts[sample.name] += sample.value
+    for sample in scrape(cluster.metrics_ports[cluster.gateway.id]):
+        if sample.name in counts and wanted.items() <= sample.labels.items():
+            counts[sample.name] += sample.value
     return counts["strand_requests_total"], counts["strand_request_total_time_seconds_count"]
 
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from strand.launcher import EtcdServer, ServiceProcess
+from strand.launcher import EtcdServer, ServiceProcess, cpu_seconds
 from strand.v1 import common_pb2 as pb
 from tests.integration.test_storage_support import (
     StorageClient,
-    cpu_seconds,
     decode,
     make_batch,
     put_topic,

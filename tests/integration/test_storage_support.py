@@ -7,7 +7,6 @@ directly, as the controller would: these tests need no controller.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -243,10 +242,3 @@ class StorageClient:
                 return out
             out.extend(records)
             offset = records[-1].offset + 1
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # fields 14 and 15 of the whole line
-    return ticks / os.sysconf("SC_CLK_TCK")
