@@ -7,7 +7,6 @@ acknowledgement; the services' background work in that time counts too."""
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -50,15 +49,14 @@ def cost(before: Reading, after: Reading, records: int) -> dict[str, Any]:
     and requests served per 1000 records by process and API (those served at all)."""
     used = {key: after.cpu_s[key] - before.cpu_s.get(key, 0.0) for key in after.cpu_s}
     total = sum(used.values())
-    served = {f"{process} {api}": round((count - before.requests.get((process, api), 0.0))
-                                        * 1000 / records, 2)
-              for (process, api), count in sorted(after.requests.items())
-              if count > before.requests.get((process, api), 0.0)}
+    served = {key: count - before.requests.get(key, 0.0)
+              for key, count in sorted(after.requests.items())}
     return {
         "cpu_us_per_record": {**{key: round(value * 1e6 / records, 1)
                                  for key, value in sorted(used.items())},
                               "total": round(total * 1e6 / records, 1)},
         "cores_busy": round(total / max(after.at - before.at, 1e-9), 2),
-        "cores": os.cpu_count(),
-        "requests_per_1000_records": served,
+        "requests_per_1000_records": {f"{process} {api}": round(count * 1000 / records, 2)
+                                      for (process, api), count in served.items()
+                                      if count > 0},
     }
