@@ -29,7 +29,7 @@ help:
 	@echo "make bench-failover - leader SIGKILL/SIGTERM failover times, JSON on stdout (KILLS=, TERMS=, TTL=)"
 	@echo "make bench-compare BASE=rev - SDK produce/consume throughput of BASE vs HEAD in one run, JSON on stdout (ROUNDS=, RECORDS=, SIZES=1024,100, SETUPS=acks1-rf1,acksall-rf3)"
 	@echo "make bench-cli - start-up time of strand commands, median of RUNS=10, JSON on stdout (BASE=rev: also that revision)"
-	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
+	@echo "make bench-eos - the cost of exactly once: idempotent/transactional produce, EndTxn latency, read_committed consume, the CPU one commit costs; JSON to EOS_JSON=bench/results/eos-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make bench-tls - the cost of security: produce and consume on a mutual-TLS cluster and on one with TLS, SCRAM and ACLs vs a plaintext one; JSON to TLS_JSON=bench/results/tls-bench.json (ROUNDS=, RECORDS=)"
 	@echo "make bench-quotas - client quotas: two clients flat out, one with a 5 MB/s producer quota; its rate vs the quota; JSON to QUOTA_JSON=bench/results/quota-bench.json (QUOTA_SECONDS=)"
 	@echo "make bench-spark - Spark: strand batch reader and mirror job vs a plain SDK consume->produce loop, two local clusters; JSON to SPARK_JSON=bench/results/spark-bench.json (ROUNDS=, RECORDS=)"

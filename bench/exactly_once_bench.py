@@ -24,6 +24,11 @@ bytes, every write is acks=all. Then, in sections (``--sections``):
 3. ``consume``: read_committed vs read_uncommitted consume throughput over the same
    topic of committed transactions, in alternating rounds (target >= 0.9x;
    bench/eos/consume.py).
+4. ``commit_cost``: what one commit costs the cluster apart from its records: CPU
+   per iteration of every process, and requests, for ``--commit-cost-iterations``
+   transactions of one record to each of ``--partitions`` partitions against the same
+   records written and flushed without a transaction, in alternating rounds; their
+   difference by process (bench/eos/commit_cost.py).
 
 One JSON document, with each section's parameters, goes to ``--output`` (and to
 stdout with ``--json``; progress goes to stderr)::
@@ -54,6 +59,7 @@ from bench_support import (
     write_document,
 )
 from eos.cluster import create_topic, start_cluster
+from eos.commit_cost import commit_cost_section
 from eos.consume import consume_section
 from eos.cost import CostMeter
 from eos.endtxn import endtxn_section
@@ -61,8 +67,9 @@ from eos.produce import ProduceSpec, produce_section, transactions_available
 
 from strand.launcher import Cluster, deferred_signals
 
-SECTIONS = ("produce", "endtxn", "consume")
+SECTIONS = ("produce", "endtxn", "consume", "commit_cost")
 PRODUCE_TOPIC, ENDTXN_TOPIC, CONSUME_TOPIC = "eos-produce", "eos-endtxn", "eos-consume"
+COMMIT_COST_TOPIC = "eos-commit-cost"
 
 
 def _sizes(text: str) -> list[int]:
@@ -108,6 +115,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="committed transactions written for the consume comparison")
     parser.add_argument("--consume-batch-records", type=int, default=200,
                         help="records per partition per transaction there")
+    parser.add_argument("--commit-cost-iterations", type=int, default=100,
+                        help="transactions (and flushes without one) per commit_cost round")
     add_run_arguments(parser)
     parser.add_argument("--json", action="store_true", help="the JSON document on stdout too")
     return parser.parse_args(argv)
@@ -136,6 +145,11 @@ def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
         result["consume"] = consume_section(
             bootstrap, CONSUME_TOPIC, args.partitions, args.consume_transactions,
             args.consume_batch_records, args.record_size, args.rounds)
+    if "commit_cost" in args.sections and sdk:
+        create_topic(cluster, COMMIT_COST_TOPIC, args.partitions, *topic)
+        result["commit_cost"] = commit_cost_section(
+            bootstrap, COMMIT_COST_TOPIC, args.partitions, args.commit_cost_iterations,
+            args.rounds, args.record_size, CostMeter(cluster))
     return result
 
 
@@ -153,6 +167,8 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
         ratio = result["consume"]["read_committed_vs_read_uncommitted"]
         out["read_committed_vs_read_uncommitted"] = ratio["ratio"]
         out["read_committed_vs_read_uncommitted_met"] = ratio["met"]
+    if "commit_cost" in result:
+        out["commit_adds_cpu_ms"] = result["commit_cost"]["transaction_adds_cpu_ms"]["median"]
     latency = result.get("end_txn_latency", {})
     for kind in ("end_txn_rpc", "commit_complete", "commit_transaction"):
         for size, row in latency.get(kind, {}).items():

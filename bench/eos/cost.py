@@ -44,19 +44,35 @@ class CostMeter:
         return Reading(time.monotonic(), cpu, requests)
 
 
+def _report(before: Reading, after: Reading, cpu: tuple[str, float, int],
+            requests: tuple[str, float]) -> dict[str, Any]:
+    """CPU by process and in all (``cpu``: its key, the scale of a second, the digits
+    kept), the cores kept busy on average, requests served by process and API (those
+    served at all; ``requests``: their key and the scale of one)."""
+    used = {key: after.cpu_s[key] - before.cpu_s.get(key, 0.0) for key in after.cpu_s}
+    served = {key: count - before.requests.get(key, 0.0)
+              for key, count in sorted(after.requests.items())}
+    total = sum(used.values())
+    cpu_key, cpu_scale, digits = cpu
+    requests_key, requests_scale = requests
+    return {
+        cpu_key: {**{key: round(value * cpu_scale, digits) for key, value in sorted(used.items())},
+                  "total": round(total * cpu_scale, digits)},
+        "cores_busy": round(total / max(after.at - before.at, 1e-9), 2),
+        requests_key: {f"{process} {api}": round(count * requests_scale, 2)
+                       for (process, api), count in served.items() if count > 0},
+    }
+
+
 def cost(before: Reading, after: Reading, records: int) -> dict[str, Any]:
     """CPU µs per record by process and in all, the cores that kept busy on average,
     and requests served per 1000 records by process and API (those served at all)."""
-    used = {key: after.cpu_s[key] - before.cpu_s.get(key, 0.0) for key in after.cpu_s}
-    total = sum(used.values())
-    served = {key: count - before.requests.get(key, 0.0)
-              for key, count in sorted(after.requests.items())}
-    return {
-        "cpu_us_per_record": {**{key: round(value * 1e6 / records, 1)
-                                 for key, value in sorted(used.items())},
-                              "total": round(total * 1e6 / records, 1)},
-        "cores_busy": round(total / max(after.at - before.at, 1e-9), 2),
-        "requests_per_1000_records": {f"{process} {api}": round(count * 1000 / records, 2)
-                                      for (process, api), count in served.items()
-                                      if count > 0},
-    }
+    return _report(before, after, ("cpu_us_per_record", 1e6 / records, 1),
+                   ("requests_per_1000_records", 1000 / records))
+
+
+def cost_per_operation(before: Reading, after: Reading, operations: int) -> dict[str, Any]:
+    """The same per operation (a transaction, say): CPU ms by process and in all, the
+    cores kept busy, requests served by process and API."""
+    return _report(before, after, ("cpu_ms", 1e3 / operations, 2),
+                   ("requests", 1 / operations))

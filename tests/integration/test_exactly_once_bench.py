@@ -52,6 +52,7 @@ def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [sys.executable, str(BENCH), "--records", "1500", "--rounds", "2",
          "--endtxn-iterations", "3", "--endtxn-partitions", ",".join(map(str, SIZES)),
          "--partitions", "3", "--consume-transactions", "3", "--consume-batch-records", "50",
+         "--commit-cost-iterations", "4",
          "--output", str(output), "--json", "--dir", str(cluster_dir)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -79,6 +80,7 @@ def test_settings_and_summary(document: dict[str, Any]) -> None:
             row = summary[f"{kind}_ms[{size} partitions]"]
             _positive(row["p50"], kind)
             _positive(row["p99"], kind)
+    assert isinstance(summary["commit_adds_cpu_ms"], float)
 
 
 def _cost(row: dict[str, Any], variants: list[str], cores: int) -> None:
@@ -147,3 +149,35 @@ def test_consume_section(document: dict[str, Any]) -> None:
     for isolation in ("read_committed", "read_uncommitted"):
         _spread(consume["records_per_s"][isolation], isolation)
     _ratio(consume["read_committed_vs_read_uncommitted"], 2, 0.9, "read_committed")
+
+
+@pytest.mark.slow
+def test_commit_cost_section(document: dict[str, Any]) -> None:
+    """Per iteration, the transaction's requests are one commit's (one EndTxn at the
+    gateway and the coordinator, WriteTxnMarkers to each partition's leader), the records-only
+    side's none of them; the CPU of each side adds up."""
+    section = document["commit_cost"]
+    parameters = section["parameters"]
+    assert (parameters["partitions"], parameters["iterations_per_round"],
+            parameters["rounds"]) == (3, 4, 2)
+    assert len(section["rounds"]) == 2
+    for row in section["rounds"]:
+        for side in ("records_only", "transaction"):
+            cpu = dict(row[side]["cpu_ms"])
+            total = cpu.pop("total")
+            _positive(total, f"{side} cpu")
+            assert abs(sum(cpu.values()) - total) <= 0.01 * len(cpu), row[side]
+            _positive(row[side]["ms_per_iteration"], f"{side} ms_per_iteration")
+        txn, records = row["transaction"]["requests"], row["records_only"]["requests"]
+        assert txn["gateway EndTxn"] == txn["txns-0 EndTxn"] == 1.0, txn
+        markers = sum(v for k, v in txn.items() if k.endswith(" WriteTxnMarkers"))
+        assert 1.0 <= markers <= 3.0, txn  # one call per partition leader, per commit
+        assert not any("EndTxn" in k or "WriteTxnMarkers" in k for k in records), records
+        assert records["gateway Produce"] >= 1.0, records
+        assert row["transaction_adds_cpu_ms"] == pytest.approx(
+            row["transaction"]["cpu_ms"]["total"] - row["records_only"]["cpu_ms"]["total"],
+            abs=0.02)
+    for side in ("records_only", "transaction"):
+        _spread(section["cpu_ms_per_iteration"][side], side)
+    assert {"client", "gateway", "storage-1", "txns-0", "total"} <= set(
+        section["transaction_adds_cpu_ms_by_process"])

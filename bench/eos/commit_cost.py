@@ -1,0 +1,107 @@
+"""What one commit costs the cluster, apart from the records it carries.
+
+Two SDK producers (acks=all, linger 0) write the same thing, one record to each of
+``partitions`` partitions, ``iterations`` times per round: an idempotent one that
+then calls ``flush()`` (the records alone), and a transactional one that wraps them
+in ``begin_transaction()`` ... ``commit_transaction()``. Rounds alternate the two,
+in an order rotated each round. Each side reports, per iteration, the CPU every
+process used and the requests each service served (:func:`.cost.cost_per_operation`);
+their difference is what the transaction adds: EndTxn through the gateway to the
+coordinator, its replicated PrepareCommit, a COMMIT marker on every partition and the
+follower fetches that replicate them. At a commit every 100 ms, that CPU per commit
+against what the cluster spends on 100 ms of plain produce is the transactional
+produce ratio's budget (the ``produce`` section)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from bench_support import err
+
+from strand import Producer
+
+from .cost import CostMeter, cost_per_operation
+from .stats import rotated, spread
+
+RECORDS_ONLY, TRANSACTION = "records_only", "transaction"
+
+
+def _timed(meter: CostMeter, iterations: int, step: Callable[[], None]) -> dict[str, Any]:
+    before = meter.read()
+    began = time.perf_counter()
+    for _ in range(iterations):
+        step()
+    seconds = time.perf_counter() - began
+    result = cost_per_operation(before, meter.read(), iterations)
+    result["ms_per_iteration"] = round(seconds * 1e3 / iterations, 3)
+    return result
+
+
+def _extra(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per process, the median over the rounds of transaction minus records only."""
+    processes = sorted(set().union(*(r[TRANSACTION]["cpu_ms"] for r in rows)))
+    return {process: round(statistics.median(
+        r[TRANSACTION]["cpu_ms"].get(process, 0.0) - r[RECORDS_ONLY]["cpu_ms"].get(process, 0.0)
+        for r in rows), 2) for process in processes}
+
+
+def commit_cost_section(bootstrap: str, topic: str, partitions: int, iterations: int,
+                        rounds: int, record_size: int, meter: CostMeter) -> dict[str, Any]:
+    value = b"x" * record_size
+    settings: dict[str, Any] = {"acks": "all", "linger_ms": 0}
+    plain = Producer(bootstrap, enable_idempotence=True, **settings)
+    txn = Producer(bootstrap, transactional_id=f"eos-commit-cost-{uuid.uuid4().hex[:8]}",
+                   **settings)
+
+    def send_all(producer: Producer) -> None:
+        for partition in range(partitions):
+            producer.send(topic, value=value, partition=partition)
+
+    def records_only() -> None:
+        send_all(plain)
+        plain.flush()
+
+    def transaction() -> None:
+        txn.begin_transaction()
+        send_all(txn)
+        txn.commit_transaction()
+
+    steps = {RECORDS_ONLY: records_only, TRANSACTION: transaction}
+    measured: list[dict[str, Any]] = []
+    try:
+        txn.init_transactions()
+        for step in steps.values():  # warm-up: connections, metadata, the first writes
+            for _ in range(min(iterations, 20)):
+                step()
+        for i in range(rounds):
+            row: dict[str, Any] = {"round": i, "order": rotated(list(steps), i)}
+            for name in row["order"]:
+                row[name] = _timed(meter, iterations, steps[name])
+            row["transaction_adds_cpu_ms"] = round(
+                row[TRANSACTION]["cpu_ms"]["total"] - row[RECORDS_ONLY]["cpu_ms"]["total"], 2)
+            measured.append(row)
+            err.print(f"commit cost round {i + 1}/{rounds}: "
+                      f"{row['transaction_adds_cpu_ms']:.1f} ms of CPU per commit")
+    finally:
+        plain.close()
+        txn.close()
+    return {
+        "parameters": {"partitions": partitions, "records_per_partition": 1,
+                       "iterations_per_round": iterations, "rounds": rounds,
+                       "record_size": record_size, "topic": topic, "acks": "all",
+                       RECORDS_ONLY: "an idempotent producer: one record to each "
+                                     "partition, then flush()",
+                       TRANSACTION: "a transactional producer: begin, the same records, "
+                                    "commit_transaction()"},
+        "rounds": measured,
+        "cpu_ms_per_iteration": {name: spread([r[name]["cpu_ms"]["total"] for r in measured])
+                                 for name in steps},
+        "ms_per_iteration": {name: spread([r[name]["ms_per_iteration"] for r in measured])
+                             for name in steps},
+        "transaction_adds_cpu_ms": spread([r["transaction_adds_cpu_ms"] for r in measured]),
+        "transaction_adds_cpu_ms_by_process": _extra(measured),
+    }
