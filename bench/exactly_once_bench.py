@@ -130,11 +130,12 @@ def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
                   "produce run and commit_transaction() are skipped")
     result: dict[str, Any] = {}
     topic = (args.replication_factor, args.min_insync_replicas)
+    meter = CostMeter(cluster)
     if "produce" in args.sections:
         create_topic(cluster, PRODUCE_TOPIC, args.partitions, *topic)
         spec = ProduceSpec(bootstrap, PRODUCE_TOPIC, args.records, args.record_size,
                            args.batch_size, args.linger_ms, args.commit_interval_ms)
-        result["produce"] = produce_section(spec, args.rounds, sdk, CostMeter(cluster))
+        result["produce"] = produce_section(spec, args.rounds, sdk, meter)
     if "endtxn" in args.sections:
         create_topic(cluster, ENDTXN_TOPIC, max(args.endtxn_partitions), *topic)
         result["end_txn_latency"] = endtxn_section(
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
         create_topic(cluster, COMMIT_COST_TOPIC, args.partitions, *topic)
         result["commit_cost"] = commit_cost_section(
             bootstrap, COMMIT_COST_TOPIC, args.partitions, args.commit_cost_iterations,
-            args.rounds, args.record_size, CostMeter(cluster))
+            args.rounds, args.record_size, meter)
     return result
 
 
