@@ -127,7 +127,8 @@ def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
     sdk = transactions_available()
     if not sdk:
         err.print("[yellow]this SDK has no transactional producer API: the transactional "
-                  "produce run and commit_transaction() are skipped")
+                  "produce run, commit_transaction() and the commit_cost section are "
+                  "skipped")
     result: dict[str, Any] = {}
     topic = (args.replication_factor, args.min_insync_replicas)
     meter = CostMeter(cluster)
