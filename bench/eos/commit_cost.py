@@ -22,7 +22,7 @@ from typing import Any
 
 from bench_support import err
 
-from strand import Producer
+from strand import Admin, Producer
 
 from .cost import CostMeter, cost_per_operation
 from .stats import rotated, spread
@@ -30,12 +30,16 @@ from .stats import rotated, spread
 RECORDS_ONLY, TRANSACTION = "records_only", "transaction"
 
 
-def _timed(meter: CostMeter, iterations: int, step: Callable[[], None]) -> dict[str, Any]:
+def _timed(meter: CostMeter, iterations: int, step: Callable[[], None],
+           settle: Callable[[], None]) -> dict[str, Any]:
+    """``iterations`` of ``step``, then ``settle`` (outside the wall time, inside the
+    CPU): the work a step leaves running once it has returned belongs to its side."""
     before = meter.read()
     began = time.perf_counter()
     for _ in range(iterations):
         step()
     seconds = time.perf_counter() - began
+    settle()
     result = cost_per_operation(before, meter.read(), iterations)
     result["ms_per_iteration"] = round(seconds * 1e3 / iterations, 3)
     return result
@@ -49,9 +53,46 @@ def _extra(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for r in rows), 2) for process in processes}
 
 
+def _leaders(bootstrap: str, topic: str) -> int:
+    admin = Admin(bootstrap)
+    try:
+        return len({p.leader for p in admin.describe_topics([topic])[0].partitions})
+    finally:
+        admin.close()
+
+
+class MarkerWatch:
+    """Waits until every commit's markers are on its partitions' leaders (one
+    WriteTxnMarkers to each per commit, counted where they are served).
+    commit_transaction() returns once the coordinator has logged PrepareCommit; the
+    markers follow, and would otherwise be counted in the next side's reading. (The
+    coordinator's state cannot tell: a producer committing in a loop has its next
+    transaction open by then, so its id is Ongoing, not CompleteCommit.)"""
+
+    def __init__(self, meter: CostMeter, leaders: int) -> None:
+        self.meter = meter
+        self.leaders = leaders
+        self.commits = 0
+        self.served_before = self._served()
+
+    def _served(self) -> float:
+        return sum(n for (_, api), n in self.meter.read().requests.items()
+                   if api == "WriteTxnMarkers")
+
+    def wait(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self._served() - self.served_before < self.commits * self.leaders:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the markers of {self.commits} commits to "
+                                   f"{self.leaders} leaders were not all written within "
+                                   f"{timeout_s} s")
+            time.sleep(0.005)
+
+
 def commit_cost_section(bootstrap: str, topic: str, partitions: int, iterations: int,
                         rounds: int, record_size: int, meter: CostMeter) -> dict[str, Any]:
     value = b"x" * record_size
+    markers = MarkerWatch(meter, _leaders(bootstrap, topic))
     settings: dict[str, Any] = {"acks": "all", "linger_ms": 0}
     plain = Producer(bootstrap, enable_idempotence=True, **settings)
     txn = Producer(bootstrap, transactional_id=f"eos-commit-cost-{uuid.uuid4().hex[:8]}",
@@ -69,18 +110,21 @@ def commit_cost_section(bootstrap: str, topic: str, partitions: int, iterations:
         txn.begin_transaction()
         send_all(txn)
         txn.commit_transaction()
+        markers.commits += 1
 
     steps = {RECORDS_ONLY: records_only, TRANSACTION: transaction}
+    settles = {RECORDS_ONLY: lambda: None, TRANSACTION: markers.wait}
     measured: list[dict[str, Any]] = []
     try:
         txn.init_transactions()
         for step in steps.values():  # warm-up: connections, metadata, the first writes
             for _ in range(min(iterations, 20)):
                 step()
+        markers.wait()
         for i in range(rounds):
             row: dict[str, Any] = {"round": i, "order": rotated(list(steps), i)}
             for name in row["order"]:
-                row[name] = _timed(meter, iterations, steps[name])
+                row[name] = _timed(meter, iterations, steps[name], settles[name])
             row["transaction_adds_cpu_ms"] = round(
                 row[TRANSACTION]["cpu_ms"]["total"] - row[RECORDS_ONLY]["cpu_ms"]["total"], 2)
             measured.append(row)
