@@ -24,23 +24,23 @@ from bench_support import err
 
 from strand import Admin, Producer
 
-from .cost import CostMeter, cost_per_operation
+from .cost import CostMeter, Reading, cost_per_operation
 from .stats import rotated, spread
 
 RECORDS_ONLY, TRANSACTION = "records_only", "transaction"
 
 
 def _timed(meter: CostMeter, iterations: int, step: Callable[[], None],
-           settle: Callable[[], None]) -> dict[str, Any]:
+           settle: Callable[[], Reading]) -> dict[str, Any]:
     """``iterations`` of ``step``, then ``settle`` (outside the wall time, inside the
-    CPU): the work a step leaves running once it has returned belongs to its side."""
+    CPU), whose reading ends the side's: the work a step leaves running once it has
+    returned belongs to its side."""
     before = meter.read()
     began = time.perf_counter()
     for _ in range(iterations):
         step()
     seconds = time.perf_counter() - began
-    settle()
-    result = cost_per_operation(before, meter.read(), iterations)
+    result = cost_per_operation(before, settle(), iterations)
     result["ms_per_iteration"] = round(seconds * 1e3 / iterations, 3)
     return result
 
@@ -61,6 +61,10 @@ def _leaders(bootstrap: str, topic: str) -> int:
         admin.close()
 
 
+def _markers_served(reading: Reading) -> float:
+    return sum(n for (_, api), n in reading.requests.items() if api == "WriteTxnMarkers")
+
+
 class MarkerWatch:
     """Waits until every commit's markers are on its partitions' leaders (one
     WriteTxnMarkers to each per commit, counted where they are served).
@@ -73,15 +77,15 @@ class MarkerWatch:
         self.meter = meter
         self.leaders = leaders
         self.commits = 0
-        self.served_before = self._served()
+        self.served_before = _markers_served(meter.read())
 
-    def _served(self) -> float:
-        return sum(n for (_, api), n in self.meter.read().requests.items()
-                   if api == "WriteTxnMarkers")
-
-    def wait(self, timeout_s: float = 60.0) -> None:
+    def wait(self, timeout_s: float = 60.0) -> Reading:
+        """The first reading with them all served."""
         deadline = time.monotonic() + timeout_s
-        while self._served() - self.served_before < self.commits * self.leaders:
+        while True:
+            reading = self.meter.read()
+            if _markers_served(reading) - self.served_before >= self.commits * self.leaders:
+                return reading
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the markers of {self.commits} commits to "
                                    f"{self.leaders} leaders were not all written within "
@@ -113,7 +117,7 @@ def commit_cost_section(bootstrap: str, topic: str, partitions: int, iterations:
         markers.commits += 1
 
     steps = {RECORDS_ONLY: records_only, TRANSACTION: transaction}
-    settles = {RECORDS_ONLY: lambda: None, TRANSACTION: markers.wait}
+    settles = {RECORDS_ONLY: meter.read, TRANSACTION: markers.wait}
     measured: list[dict[str, Any]] = []
     try:
         txn.init_transactions()
