@@ -9,7 +9,7 @@ a client idle for minutes after a gateway restart), in line with Kafka's
 
 from __future__ import annotations
 
-import threading
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -166,23 +166,31 @@ def wait_for_gateway(address: str, timeout_s: float,
                      tls: ClientTls | None = None) -> bool:
     """Whether a connection to the gateway at ``address`` is up within ``timeout_s``
     (gRPC retries meanwhile, backing off as ``channel_options`` says). ``on_retry``
-    is called once, from gRPC's thread, when a first attempt has failed: a tool can
-    say what it is waiting for instead of staying silent."""
-    channel = open_channel(address, tls=tls)
-    failed_once = threading.Event()
+    is called once, when a first attempt has failed: a tool can say what it is
+    waiting for instead of staying silent. Not from a running event loop's thread.
 
-    def watch(state: grpc.ChannelConnectivity) -> None:
-        if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and not failed_once.is_set():
-            failed_once.set()
-            if on_retry is not None:
-                on_retry()
+    An asyncio channel in a loop of its own, because the blocking API can only watch
+    a channel's state through a thread of gRPC's (``subscribe``), which raises
+    "Channel closed!" when the channel is closed while it polls, whatever was
+    unsubscribed first."""
+    return asyncio.run(_connected(address, timeout_s, on_retry, tls))
 
-    channel.subscribe(watch, try_to_connect=True)
-    try:
-        grpc.channel_ready_future(channel).result(timeout=max(0.0, timeout_s))
+
+async def _connected(address: str, timeout_s: float, on_retry: Callable[[], None] | None,
+                     tls: ClientTls | None) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, timeout_s)
+    failed_once = False
+    async with open_aio_channel(address, tls=tls) as channel:
+        while (state := channel.get_state(try_to_connect=True)) \
+                is not grpc.ChannelConnectivity.READY:
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and not failed_once:
+                failed_once = True
+                if on_retry is not None:
+                    on_retry()
+            try:
+                await asyncio.wait_for(channel.wait_for_state_change(state),
+                                       deadline - loop.time())
+            except TimeoutError:
+                return False
         return True
-    except grpc.FutureTimeoutError:
-        return False
-    finally:
-        channel.unsubscribe(watch)
-        channel.close()
