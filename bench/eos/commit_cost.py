@@ -54,11 +54,8 @@ def _extra(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _leaders(bootstrap: str, topic: str) -> int:
-    admin = Admin(bootstrap)
-    try:
+    with Admin(bootstrap) as admin:
         return len({p.leader for p in admin.describe_topics([topic])[0].partitions})
-    finally:
-        admin.close()
 
 
 def _markers_served(reading: Reading) -> float:
